@@ -1,0 +1,1 @@
+"""PySpark jobs that run the event-time operators: ingest, windowed results, backfills."""

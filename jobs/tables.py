@@ -1,0 +1,91 @@
+"""Names and schemas of the platform's Delta tables: one place, so every job and asset agrees."""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+ARRIVAL_LOG = "arrival_log"
+QUARANTINE = "quarantine"
+INGEST_MANIFEST = "_ingest_manifest"
+WINDOW_RESULTS = "window_results"
+LATE_RECORDS = "late_records"
+LATE_DATA_METRICS = "late_data_metrics"
+
+ARRIVAL_LOG_SCHEMA = StructType([
+    StructField("arrival_seq", LongType(), False),
+    StructField("ingest_batch", LongType(), False),
+    StructField("source_partition", StringType(), False),
+    StructField("source_file", StringType(), False),
+    StructField("line_number", IntegerType(), False),
+    StructField("key", StringType(), False),
+    StructField("event_time_ms", LongType(), False),
+    StructField("event_time", TimestampType(), False),
+    StructField("ingest_time_ms", LongType(), False),
+    StructField("ingest_time", TimestampType(), False),
+    StructField("watermark_ms", LongType(), False),
+    StructField("watermark", TimestampType(), True),
+    StructField("value", DoubleType(), True),
+    StructField("payload", StringType(), False),
+])
+
+QUARANTINE_SCHEMA = StructType([
+    StructField("ingest_batch", LongType(), False),
+    StructField("source_partition", StringType(), False),
+    StructField("source_file", StringType(), False),
+    StructField("line_number", IntegerType(), False),
+    StructField("ingest_time_ms", LongType(), False),
+    StructField("ingest_time", TimestampType(), False),
+    StructField("ingest_date", DateType(), False),
+    StructField("reason", StringType(), False),
+    StructField("detail", StringType(), False),
+    StructField("event_time_ms", LongType(), True),
+    StructField("raw_line", StringType(), False),
+])
+
+INGEST_MANIFEST_SCHEMA = StructType([
+    StructField("batch_id", LongType(), False),
+    StructField("status", StringType(), False),
+    StructField("files", ArrayType(StringType()), False),
+    StructField("first_seq", LongType(), False),
+    StructField("records", LongType(), False),
+    StructField("quarantined", LongType(), False),
+    StructField("planned_at_ms", LongType(), False),
+    StructField("watermark_state", StringType(), True),
+])
+
+LATE_RECORDS_SCHEMA = StructType([
+    StructField("key", StringType(), False),
+    StructField("arrival_seq", LongType(), False),
+    StructField("event_time_ms", LongType(), False),
+    StructField("event_time", TimestampType(), False),
+    StructField("ingest_time_ms", LongType(), False),
+    StructField("watermark_ms", LongType(), False),
+    StructField("window_start_ms", LongType(), False),
+    StructField("window_end_ms", LongType(), False),
+    StructField("window_end_date", DateType(), False),
+    StructField("value", DoubleType(), True),
+])
+
+RESULT_KEY_COLUMNS = ("key", "window_start_ms", "window_end_ms")
+PANE_COLUMNS = ("pane_index", "timing", "is_last", "fired_watermark_ms")
+
+METRICS_COLUMNS = (
+    "window_end_date", "on_time", "late_within_lateness", "dropped_late", "quarantined",
+    "lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms", "lateness_max_ms",
+    "watermark_lag_p50_ms", "watermark_lag_max_ms",
+)
+
+__all__ = [name for name in dir() if name.isupper()] + [
+    "BooleanType",  # re-exported for result schemas built from aggregates
+]

@@ -1,0 +1,203 @@
+"""Watermarks computed from the arrival log, never from the wall clock.
+
+A watermark is a pure function of the arrival log: per source partition a strategy (bounded
+out-of-orderness, monotonous, punctuated) turns the events seen so far into a watermark, and the
+combined watermark is the minimum over the partitions that are not idle. It only moves at
+*ticks* of the ingest clock, so re-reading the same log always gives the same watermarks,
+whatever the engine, batch size or machine. See docs/semantics.md, "Watermarks".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from operators.pipeline import WatermarkSpec
+from operators.time import MIN_WATERMARK
+
+
+class PartitionStrategy(Protocol):
+    """The watermark of one source partition, from the events it has delivered."""
+
+    def on_event(self, event_time_ms: int, event: Mapping[str, Any] | None) -> None: ...
+
+    def current(self) -> int: ...
+
+    def snapshot(self) -> int: ...
+
+
+class BoundedOutOfOrderness:
+    """Flink's ``BoundedOutOfOrdernessWatermarks``: ``max_event_time - delay - 1``.
+
+    Starting ``max_seen`` at ``MIN_WATERMARK + delay + 1`` (as Flink does) keeps the first
+    watermark at ``MIN_WATERMARK`` without a special case.
+    """
+
+    __slots__ = ("delay_ms", "max_seen")
+
+    def __init__(self, delay_ms: int, max_seen: int | None = None) -> None:
+        if delay_ms < 0:
+            raise ValueError(f"max_out_of_orderness must be >= 0, got {delay_ms}")
+        self.delay_ms = delay_ms
+        self.max_seen = MIN_WATERMARK + delay_ms + 1 if max_seen is None else max_seen
+
+    def on_event(self, event_time_ms: int, event: Mapping[str, Any] | None) -> None:
+        if event_time_ms > self.max_seen:
+            self.max_seen = event_time_ms
+
+    def current(self) -> int:
+        return self.max_seen - self.delay_ms - 1
+
+    def snapshot(self) -> int:
+        return self.max_seen
+
+
+class Punctuated:
+    """A watermark raised by marker events: an event whose ``field`` is truthy says that no
+    event at or before its own event time is still to come (Flink's punctuated generator)."""
+
+    __slots__ = ("field", "watermark")
+
+    def __init__(self, field: str, watermark: int = MIN_WATERMARK) -> None:
+        self.field = field
+        self.watermark = watermark
+
+    def on_event(self, event_time_ms: int, event: Mapping[str, Any] | None) -> None:
+        if event is not None and event.get(self.field) and event_time_ms > self.watermark:
+            self.watermark = event_time_ms
+
+    def current(self) -> int:
+        return self.watermark
+
+    def snapshot(self) -> int:
+        return self.watermark
+
+
+def _new_strategy(spec: WatermarkSpec, saved: int | None = None) -> PartitionStrategy:
+    if spec.strategy == "bounded_out_of_orderness":
+        return BoundedOutOfOrderness(spec.max_out_of_orderness_ms, saved)
+    if spec.strategy == "monotonous":
+        return BoundedOutOfOrderness(0, saved)
+    if spec.strategy == "punctuated":
+        return Punctuated(spec.punctuation_field or "", MIN_WATERMARK if saved is None else saved)
+    raise ValueError(f"unknown watermark strategy {spec.strategy!r}")
+
+
+@dataclass(slots=True)
+class _Partition:
+    strategy: PartitionStrategy
+    last_ingest_ms: int
+
+
+class ArrivalWatermarks:
+    """The combined watermark of all source partitions, advanced at ingest-clock ticks.
+
+    Call :meth:`watermark_for` for a record *before* :meth:`observe` of the same record: the
+    watermark a record carries is computed from the records that arrived before it.
+    """
+
+    def __init__(self, spec: WatermarkSpec) -> None:
+        self.spec = spec
+        self._partitions: dict[str, _Partition] = {}
+        self._combined = MIN_WATERMARK
+        self._last_tick: int | None = None
+
+    @classmethod
+    def from_spec(cls, spec: WatermarkSpec) -> ArrivalWatermarks:
+        return cls(spec)
+
+    @property
+    def current(self) -> int:
+        """The combined watermark as of the last tick."""
+        return self._combined
+
+    def _is_active(self, partition: _Partition, at_ms: int) -> bool:
+        timeout = self.spec.idle_timeout_ms
+        return timeout is None or at_ms - partition.last_ingest_ms < timeout
+
+    def _evaluate(self, at_ms: int) -> None:
+        """Recompute the combined watermark as seen at ingest instant ``at_ms``."""
+        active = [p.strategy.current() for p in self._partitions.values()
+                  if self._is_active(p, at_ms)]
+        if active:  # all idle: hold
+            self._combined = max(self._combined, min(active))
+
+    def _last_tick_with_activity(self, after: int | None, up_to: int, interval: int) -> int:
+        """The latest tick in ``(after, up_to]`` at which some partition was still active.
+
+        Between two records nothing but idleness changes, and idleness only grows, so the
+        minimum over active partitions can only rise until every partition is idle; the last
+        tick before that is the one that decides the watermark.
+        """
+        timeout = self.spec.idle_timeout_ms
+        if timeout is None or not self._partitions:
+            return up_to
+        active_until = max(p.last_ingest_ms for p in self._partitions.values()) + timeout
+        if up_to < active_until:
+            return up_to
+        last_active_tick = ((active_until - 1) // interval) * interval
+        if after is not None and last_active_tick <= after:
+            return up_to  # nothing active at any new tick: evaluating holds the watermark
+        return last_active_tick
+
+    def watermark_for(self, partition: str, ingest_time_ms: int) -> int:
+        """The watermark in force for a record of ``partition`` arriving at ``ingest_time_ms``."""
+        interval = self.spec.tick_interval_ms
+        if interval is None:
+            self._evaluate(ingest_time_ms)
+            return self._combined
+        tick = (ingest_time_ms // interval) * interval
+        if self._last_tick is None or tick > self._last_tick:
+            self._evaluate(self._last_tick_with_activity(self._last_tick, tick, interval))
+            self._last_tick = tick
+        return self._combined
+
+    def observe(self, partition: str, event_time_ms: int, ingest_time_ms: int,
+                event: Mapping[str, Any] | None = None) -> None:
+        """Account for a record that has arrived (after its watermark was taken)."""
+        state = self._partitions.get(partition)
+        if state is None:
+            state = _Partition(_new_strategy(self.spec), ingest_time_ms)
+            self._partitions[partition] = state
+        state.strategy.on_event(event_time_ms, event)
+        state.last_ingest_ms = ingest_time_ms
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-able copy of the state, stored with each ingest batch."""
+        return {
+            "combined": self._combined,
+            "last_tick": self._last_tick,
+            "partitions": {
+                name: [p.strategy.snapshot(), p.last_ingest_ms]
+                for name, p in sorted(self._partitions.items())
+            },
+        }
+
+    @classmethod
+    def restore(cls, spec: WatermarkSpec, snapshot: Mapping[str, Any] | None) -> ArrivalWatermarks:
+        watermarks = cls(spec)
+        if not snapshot:
+            return watermarks
+        watermarks._combined = int(snapshot["combined"])
+        last_tick = snapshot.get("last_tick")
+        watermarks._last_tick = None if last_tick is None else int(last_tick)
+        for name, (saved, last_ingest) in snapshot["partitions"].items():
+            watermarks._partitions[name] = _Partition(_new_strategy(spec, int(saved)),
+                                                      int(last_ingest))
+        return watermarks
+
+
+def assign_watermarks(
+    spec: WatermarkSpec,
+    records: Iterable[tuple[str, int, int, Mapping[str, Any] | None]],
+    start: ArrivalWatermarks | None = None,
+) -> list[int]:
+    """The watermark in force for each ``(partition, event_time_ms, ingest_time_ms, event)``
+    record, in arrival order."""
+    watermarks = start or ArrivalWatermarks(spec)
+    result = []
+    for partition, event_time_ms, ingest_time_ms, event in records:
+        result.append(watermarks.watermark_for(partition, ingest_time_ms))
+        watermarks.observe(partition, event_time_ms, ingest_time_ms, event)
+    return result

@@ -1,0 +1,36 @@
+"""One local SparkSession for the whole suite, and a fresh platform home per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.spark import get_spark
+
+    session = get_spark("local[2]", shuffle_partitions=2, app_name="tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def platform_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A platform home of its own: landing, warehouse and Dagster storage under tmp_path."""
+    home = tmp_path / "platform"
+    monkeypatch.setenv("PLATFORM_HOME", str(home))
+    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
+                 "PLATFORM_INGEST_CLOCK"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def write_pipeline(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,150 @@
+"""Ingest writes the arrival log and quarantine that SEMANTICS §1-2 define, exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs import ingest as ingest_module
+from jobs import tables
+from jobs.generator import BAD_KINDS, GeneratorConfig, generate
+from jobs.ingest import ingest
+from jobs.settings import PlatformSettings
+from operators.watermarks import assign_watermarks
+
+pytestmark = pytest.mark.spark
+
+SMALL = GeneratorConfig(events=2_000, duration_ms=3 * 3_600_000, keys=8, producers=3,
+                        bad_fraction=0.05, flush_interval_ms=600_000)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _table(spark, settings: PlatformSettings, name: str):
+    return spark.read.format("delta").load(settings.table_path(name)).toPandas()
+
+
+def test_every_line_lands_once_good_in_the_log_bad_in_quarantine(spark, platform_env):
+    settings = PlatformSettings.from_env()
+    counts = generate(SMALL, settings.landing)
+    report = ingest(spark, settings, progress=_quiet)
+
+    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    quarantine = _table(spark, settings, tables.QUARANTINE)
+    assert len(log) + len(quarantine) == counts["lines"]
+    assert len(log) == counts["events"] == report.records
+    # every injected kind of bad line is quarantined for that reason, and nothing else is
+    injected = {kind: counts.get(f"bad_{kind}", 0) for kind in BAD_KINDS}
+    found = quarantine.reason.value_counts().to_dict()
+    assert {k: v for k, v in injected.items() if v} == found
+    # arrival positions: gap-free sequence, non-decreasing ingest clock
+    assert log.arrival_seq.tolist() == list(range(len(log)))
+    assert log.ingest_time_ms.is_monotonic_increasing
+    assert (log[["source_file", "line_number"]].drop_duplicates().shape[0] == len(log))
+
+
+def test_each_record_carries_the_watermark_computed_from_the_records_before_it(spark,
+                                                                             platform_env):
+    settings = PlatformSettings.from_env()
+    generate(SMALL, settings.landing)
+    ingest(spark, settings, progress=_quiet)
+    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    expected = assign_watermarks(settings.pipeline.watermark, [
+        (row.source_partition, row.event_time_ms, row.ingest_time_ms, json.loads(row.payload))
+        for row in log.itertuples()])
+    assert log.watermark_ms.tolist() == expected
+    assert log.watermark_ms.is_monotonic_increasing
+
+
+def test_reingest_adds_nothing_and_new_files_continue_the_log(spark, platform_env):
+    settings = PlatformSettings.from_env()
+    generate(SMALL, settings.landing)
+    first = ingest(spark, settings, progress=_quiet)
+    assert ingest(spark, settings, progress=_quiet).batch_id is None
+    later = GeneratorConfig(**{**SMALL.__dict__, "seed": 99,
+                               "start_ms": SMALL.start_ms + SMALL.duration_ms})
+    generate(later, settings.landing)
+    second = ingest(spark, settings, progress=_quiet)
+    assert second.batch_id == first.batch_id + 1
+
+    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    assert log.arrival_seq.tolist() == list(range(first.records + second.records))
+    assert log.ingest_time_ms.is_monotonic_increasing
+    # the watermark state carried between batches gives what one pass over the log gives
+    expected = assign_watermarks(settings.pipeline.watermark, [
+        (row.source_partition, row.event_time_ms, row.ingest_time_ms, json.loads(row.payload))
+        for row in log.itertuples()])
+    assert log.watermark_ms.tolist() == expected
+
+
+def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, platform_env,
+                                                                     monkeypatch):
+    settings = PlatformSettings.from_env()
+    generate(SMALL, settings.landing)
+    original = ingest_module._write_manifest
+
+    def crash_on_commit(spark_, settings_, plan, status, *args):
+        if status == "committed":
+            raise RuntimeError("simulated crash after the appends")
+        return original(spark_, settings_, plan, status, *args)
+
+    monkeypatch.setattr(ingest_module, "_write_manifest", crash_on_commit)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        ingest(spark, settings, progress=_quiet)
+    crashed = _table(spark, settings, tables.ARRIVAL_LOG)
+    # a new file arriving meanwhile must not slip into the re-run batch
+    extra = settings.landing / "producer-9" / "late-arrival.jsonl"
+    extra.parent.mkdir(parents=True)
+    extra.write_text(json.dumps({"key": "user-0001", "event_time": SMALL.start_ms,
+                                 "received_at": SMALL.start_ms + 10}) + "\n")
+    monkeypatch.setattr(ingest_module, "_write_manifest", original)
+
+    resumed = ingest(spark, settings, progress=_quiet)
+    assert resumed.resumed and resumed.batch_id == 0
+    after = _table(spark, settings, tables.ARRIVAL_LOG)
+    assert len(after) == len(crashed)
+    assert after.sort_values("arrival_seq").equals(crashed.sort_values("arrival_seq"))
+    assert len(_table(spark, settings, tables.QUARANTINE)) == resumed.quarantined
+
+    follow_up = ingest(spark, settings, progress=_quiet)
+    assert follow_up.batch_id == 1 and follow_up.files == 1 and follow_up.records == 1
+
+
+def test_lines_without_the_clock_field_take_their_neighbours_clock(spark, platform_env):
+    settings = PlatformSettings.from_env()
+    folder = settings.landing / "producer-0"
+    folder.mkdir(parents=True)
+    lines = [
+        {"key": "a", "event_time": 1_000, "received_at": 5_000},
+        {"key": "b", "event_time": 2_000},  # no stamp: takes 5_000
+        {"key": "c", "event_time": 3_000, "received_at": 4_000},  # clock never goes back
+        "{not json",
+        {"key": "d", "event_time": 9_000_000_000_000, "received_at": 6_000},  # far future
+    ]
+    (folder / "f.jsonl").write_text(
+        "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    ingest(spark, settings, progress=_quiet)
+    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    quarantine = _table(spark, settings, tables.QUARANTINE).sort_values("line_number")
+    assert log.key.tolist() == ["c", "a", "b"]  # arrival order follows the ingest clock
+    assert log.ingest_time_ms.tolist() == [4_000, 5_000, 5_000]
+    assert quarantine.reason.tolist() == ["malformed_json", "too_far_in_future"]
+    assert quarantine.ingest_time_ms.tolist() == [4_000, 6_000]  # previous line's stamp
+
+
+def test_configuration_errors_name_the_setting(platform_env, tmp_path: Path):
+    from jobs.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="PLATFORM_INGEST_CLOCK"):
+        PlatformSettings.from_env({"PLATFORM_INGEST_CLOCK": "sundial"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("watermark: {strategy: bounded_out_of_orderness}\nwindow: {type: tumbling, "
+                   "size: 1m}\n")
+    with pytest.raises(SettingsError, match="watermark.max_out_of_orderness is required"):
+        PlatformSettings.from_env({"PLATFORM_PIPELINE": str(bad)})
+    with pytest.raises(SettingsError, match="PLATFORM_MAX_FUTURE"):
+        PlatformSettings.from_env({"PLATFORM_MAX_FUTURE": "soon"})

@@ -1,0 +1,1 @@
+"""The enrichment suite runs against a real service on a loopback port; nothing is mocked."""

@@ -30,14 +30,18 @@ def append_idempotent(frame: DataFrame, path: str, *, app_id: str, version: int)
      .save(path))
 
 
-def replace_range(frame: DataFrame, path: str, *, column: str, first: str, last: str,
-                  partition_by: str | None = None) -> None:
+def _literal(value: str | int) -> str:
+    return str(int(value)) if isinstance(value, int) else "'" + str(value).replace("'", "") + "'"
+
+
+def replace_range(frame: DataFrame, path: str, *, column: str, first: str | int,
+                  last: str | int, partition_by: str | None = None) -> None:
     """Replace every row with ``first <= column <= last`` by ``frame`` (which must lie inside).
 
     Delta checks that ``frame`` satisfies the predicate, so a backfill can never touch rows of
     partitions it did not compute.
     """
-    predicate = f"{column} >= '{first}' AND {column} <= '{last}'"
+    predicate = f"{column} >= {_literal(first)} AND {column} <= {_literal(last)}"
     writer = (frame.write.format("delta").mode("overwrite").option("replaceWhere", predicate))
     if partition_by:
         writer = writer.partitionBy(partition_by)

@@ -78,7 +78,7 @@ LATE_RECORDS_SCHEMA = StructType([
 ])
 
 RESULT_KEY_COLUMNS = ("key", "window_start_ms", "window_end_ms")
-PANE_COLUMNS = ("pane_index", "timing", "is_last", "fired_watermark_ms")
+PANE_COLUMNS = ("pane_index", "timing", "is_last")
 
 METRICS_COLUMNS = (
     "window_end_date", "on_time", "late_within_lateness", "dropped_late", "quarantined",

@@ -5,14 +5,14 @@ pane the live operator would emit is a closed-form function of the arrival log, 
 record carries the watermark in force when it arrived (docs/semantics.md):
 
 - a record is dropped as late for a window iff ``max_timestamp + lateness <= watermark``;
-- the on-time pane fires at the first recorded watermark ``>= max_timestamp``; it holds the
+- the on-time pane fires once a recorded watermark reaches ``max_timestamp``; it holds the
   records that arrived before (``watermark < max_timestamp``);
 - each record arriving later but within lateness fires a LATE pane;
-- at the first recorded watermark ``>= max_timestamp + lateness`` the window closes; if its last
-  pane was not already final, a closing pane is emitted.
+- once a recorded watermark reaches ``max_timestamp + lateness`` the cleanup timer emits the
+  closing pane (with lateness 0 the on-time pane is that pane).
 
-So the latest pane per key and window is one ``groupBy`` plus a lookup of "first recorded
-watermark at or after x", all in Spark's own expressions, with no Python per record. That is
+So the latest pane per key and window is one ``groupBy`` over Spark's own expressions and the
+log's last watermark, with no Python per record. That is
 what lets a backfill of any range equal the live stream and run at plain Spark's speed.
 """
 
@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -83,31 +81,6 @@ def _aggregate_column(spec: AggregateSpec) -> Column:
     return function(source).alias(spec.name)
 
 
-def _first_watermark_at_or_after(arrivals: DataFrame, window: WindowSpec, extra_ms: int,
-                                 grid_indexes: np.ndarray) -> pd.Series:
-    """For each window grid index ``k``: the first recorded watermark ``>= end_k - 1 + extra``
-    (``<NA>`` when no recorded watermark reaches it yet).
-
-    Thresholds lie on the slide grid (``x_k = k * slide + c``), so watermarks are bucketed by
-    the largest ``k`` they pass: a ``groupBy`` whose result is small (one row per slide that
-    has watermarks), resolved with a binary search.
-    """
-    slide = _slide(window)
-    c = window.offset_ms + window.size_ms - 1 + extra_ms
-    buckets = (arrivals.where(F.col("watermark_ms") != MIN_WATERMARK)
-               .select(F.floor((F.col("watermark_ms") - F.lit(c)) / F.lit(slide))
-                       .cast("long").alias("b"), "watermark_ms")
-               .groupBy("b").agg(F.min("watermark_ms").alias("w"))
-               .toPandas().sort_values("b"))
-    b = buckets.b.to_numpy(dtype=np.int64)
-    w = buckets.w.to_numpy(dtype=np.int64)
-    position = np.searchsorted(b, grid_indexes, side="left")
-    fired = pd.array([pd.NA] * len(grid_indexes), dtype="Int64")
-    found = position < len(b)
-    fired[found] = w[position[found]]
-    return pd.Series(fired, index=grid_indexes)
-
-
 def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,
                     time_zone: str = "UTC", first_day: str | None = None,
                     last_day: str | None = None) -> WindowOutputs:
@@ -119,7 +92,7 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
             f"this pipeline has a {spec.window.type} window"
         )
     window, lateness = spec.window, spec.allowed_lateness_ms
-    slide = _slide(window)
+    log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]
     assigned = assign_windows(arrivals, window).withColumn(
         "window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
     if first_day is None or last_day is None:
@@ -139,30 +112,16 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
     late = (assigned.where(F.col("_class") == "dropped")
             .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
 
-    grid = F.floor((F.col("window_start_ms") - F.lit(window.offset_ms)) / F.lit(slide)) \
-        .cast("long")
     included = assigned.where(F.col("_class") != "dropped")
     grouped = (included.groupBy("key", "window_start_ms", "window_end_ms", "window_end_date")
                .agg(F.sum(F.when(F.col("_class") == "on_time", 1).otherwise(0)).alias("_on_time"),
                     F.sum(F.when(F.col("_class") == "late_within", 1).otherwise(0))
                     .alias("_late"),
-                    F.max(F.when(F.col("_class") == "late_within", w)).alias("_last_late_wm"),
-                    *[_aggregate_column(a) for a in spec.aggregates])
-               .withColumn("_k", grid))
-    grid_indexes = np.sort(grouped.select("_k").distinct().toPandas()._k.to_numpy(np.int64))
-    fired = pd.DataFrame({
-        "_k": grid_indexes,
-        "_on_time_fired": _first_watermark_at_or_after(arrivals, window, 0, grid_indexes).array,
-        "_cleanup_fired": _first_watermark_at_or_after(arrivals, window, lateness,
-                                                       grid_indexes).array,
-    })
-    fired_frame = arrivals.sparkSession.createDataFrame(
-        fired, "_k long, _on_time_fired long, _cleanup_fired long")
-    grouped = grouped.join(F.broadcast(fired_frame), "_k", "left")
-    cleanup = F.col("window_end_ms") - F.lit(1) + F.lit(lateness)
-    on_time_pane = (F.col("_on_time") > 0) & F.col("_on_time_fired").isNotNull()
-    on_time_is_last = on_time_pane & (F.col("_on_time_fired") >= cleanup)
-    closing = F.col("_cleanup_fired").isNotNull() & ~on_time_is_last
+                    *[_aggregate_column(a) for a in spec.aggregates]))
+    # the end of the log: nothing fires past the last watermark a record carries
+    log_end = F.lit(log_watermark if log_watermark is not None else MIN_WATERMARK)
+    on_time_pane = (F.col("_on_time") > 0) & (log_end >= max_ts)
+    closing = F.lit(lateness > 0) & (log_end >= max_ts + F.lit(lateness))
     panes = on_time_pane.cast("int") + F.col("_late") + closing.cast("int")
     results = (grouped
                .withColumn("_panes", panes)
@@ -170,11 +129,7 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
                .withColumn("pane_index", (F.col("_panes") - 1).cast("int"))
                .withColumn("timing", F.when(F.col("pane_index") == 0, F.lit("ON_TIME"))
                            .otherwise(F.lit("LATE")))
-               .withColumn("is_last", on_time_is_last | closing)
-               .withColumn("fired_watermark_ms",
-                           F.when(closing, F.col("_cleanup_fired"))
-                           .when(F.col("_late") > 0, F.col("_last_late_wm"))
-                           .otherwise(F.col("_on_time_fired")))
+               .withColumn("is_last", closing | (on_time_pane & F.lit(lateness == 0)))
                .withColumn("window_start", F.timestamp_millis("window_start_ms"))
                .withColumn("window_end", F.timestamp_millis("window_end_ms"))
                .select("key", "window_start_ms", "window_end_ms", "window_start", "window_end",

@@ -95,9 +95,8 @@ def print_summary(spark, settings, seconds: float) -> None:
                                    "quarantined").first()
     print(f"\nOn time {totals[0]}, late within lateness {totals[1]}, dropped as too late "
           f"{totals[2]}, quarantined {totals[3]}")
-    print(f"Done in {seconds:.0f} s. Open the UI with:\n"
-          f"  DAGSTER_HOME={os.environ['DAGSTER_HOME']} PLATFORM_HOME={settings.home} "
-          f".venv/bin/dagster dev -w workspace.yaml  (then http://127.0.0.1:3000)")
+    print(f"Done in {seconds:.0f} s. Dagster runs are stored in {os.environ['DAGSTER_HOME']}.\n"
+          f"Open the UI with:  ./platform ui   (then http://127.0.0.1:3000)")
 
 
 if __name__ == "__main__":

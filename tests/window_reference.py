@@ -46,7 +46,7 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
     late: list[tuple] = []
     classes: list[tuple[str, int, int, str]] = []
 
-    def emit(name: tuple[str, int, int], watermark: int) -> None:
+    def emit(name: tuple[str, int, int], watermark: int, *, cleanup: bool) -> None:
         state = windows[name]
         max_ts = name[2] - 1
         if watermark < max_ts:
@@ -56,10 +56,10 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
         else:
             timing = "LATE"
         state.non_early_emitted |= timing != "EARLY"
-        state.last_was_final = watermark >= max_ts + lateness
+        state.last_was_final = cleanup
         latest[name] = {
-            "pane_index": state.panes, "timing": timing, "is_last": state.last_was_final,
-            "fired_watermark_ms": watermark, "events": len(state.records),
+            "pane_index": state.panes, "timing": timing, "is_last": cleanup,
+            "events": len(state.records),
             "value_sum": sum(r.value for r in state.records),
         }
         state.panes += 1
@@ -76,11 +76,11 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
             name = (key, start, end)
             if name not in windows:
                 continue
-            if kind == 0:
-                emit(name, w)
+            if kind == 0:  # the on-time timer; with lateness 0 it is also the cleanup timer
+                emit(name, w, cleanup=lateness == 0)
             else:  # cleanup: the closing pane, unless the last pane was already final
                 if not windows[name].last_was_final:
-                    emit(name, w)
+                    emit(name, w, cleanup=True)
                 del windows[name]
         for start, end in windows_of(record.event_time_ms, size, slide, offset):
             max_ts = end - 1
@@ -93,7 +93,7 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
             state.records.append(record)
             if max_ts <= w:
                 classes.append((record.key, start, end, "late_within"))
-                emit(name, w)  # EventTimeTrigger.onElement: FIRE when already past
+                emit(name, w, cleanup=False)  # EventTimeTrigger.onElement: FIRE when past
             else:
                 classes.append((record.key, start, end, "on_time"))
                 timers.add((max_ts, 0, record.key, start, end))

@@ -1,0 +1,140 @@
+"""Throughput of the event-time operators (not a test): timers, serialisation, windows.
+
+Run: ``.venv/bin/python benchmarks/bench_operators.py`` (add ``--quick`` for a smoke run).
+Prints records (or timers) per second; the numbers are for comparing changes on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from operators.aggregates import NamedAggregates  # noqa: E402
+from operators.pipeline import AggregateSpec  # noqa: E402
+from operators.timers import TimerService  # noqa: E402
+from operators.window_operator import WindowDriver, WindowOperator  # noqa: E402
+from operators.windows import SessionWindows, SlidingWindows, TumblingWindows  # noqa: E402
+
+
+def bench_timers(n: int, clustered: bool) -> None:
+    """Register ``n`` event-time timers, delete every tenth, snapshot, fire the rest.
+
+    ``clustered``: timers at window ends (1,000 distinct timestamps), as a window operator
+    with many keys has them; otherwise (nearly) every timestamp is distinct, the worst case.
+    """
+    rng = random.Random(1)
+    keys = [f"key-{i}" for i in range(max(1, n // 100))]
+    if clustered:
+        timers = [(rng.choice(keys), rng.randrange(0, 1000) * 10_000 + 9_999) for _ in range(n)]
+    else:
+        timers = [(rng.choice(keys), rng.randrange(0, 10_000_000)) for _ in range(n)]
+    service = TimerService()
+    start = time.perf_counter()
+    for key, ts in timers:
+        start_ms = ts - ts % 60_000
+        service.register_event_time_timer(key, (start_ms, start_ms + 60_000), ts)
+    registered = time.perf_counter() - start
+
+    start = time.perf_counter()
+    for key, ts in timers[::10]:
+        start_ms = ts - ts % 60_000
+        service.delete_event_time_timer(key, (start_ms, start_ms + 60_000), ts)
+    deleted_s = time.perf_counter() - start
+    live = len(service)
+
+    start = time.perf_counter()
+    snapshot = service.to_bytes()
+    to_bytes_s = time.perf_counter() - start
+    json_size = len(json.dumps(service.snapshot(), separators=(",", ":")))
+    start = time.perf_counter()
+    TimerService.from_bytes(snapshot)
+    from_bytes_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    fired = 0
+    pop = service.pop_due_event_time
+    for watermark in range(0, 10_000_001, 100_000):
+        while pop(watermark) is not None:
+            fired += 1
+    fire_s = time.perf_counter() - start
+    assert fired == live, (fired, live)
+
+    label = "clustered" if clustered else "distinct"
+    print(f"timers ({label} timestamps): {n:,} registered in {registered:.2f}s "
+          f"({n / registered:,.0f}/s); "
+          f"{len(timers[::10]):,} deleted ({len(timers[::10]) / deleted_s:,.0f}/s); "
+          f"{fired:,} fired ({fired / fire_s:,.0f}/s); "
+          f"register+fire {n / (registered + fire_s):,.0f} timers/s")
+    per_million = 1_000_000 / max(1, live)
+    print(f"  snapshot: {len(snapshot) * per_million / 1e6:.2f} MB per million timers as "
+          f"bytes ({to_bytes_s:.2f}s to write, {from_bytes_s:.2f}s to read); "
+          f"{json_size * per_million / 1e6:.2f} MB per million as JSON")
+
+
+def stream(n: int, keys: int, delay: int, seed: int = 2) -> list[tuple[str, int, dict, int]]:
+    """Out-of-order records (up to ``delay`` ms late, a few much later) with the bounded
+    out-of-orderness watermark in force for each."""
+    rng = random.Random(seed)
+    records = []
+    max_seen = None
+    for i in range(n):
+        base = i * 10
+        t = base - rng.randrange(0, delay) if rng.random() > 0.01 else base - 5 * delay
+        watermark = -(2**63) if max_seen is None else max_seen - delay - 1
+        records.append((f"k{rng.randrange(keys)}", t, {"v": rng.randrange(100)}, watermark))
+        max_seen = t if max_seen is None else max(max_seen, t)
+    return records
+
+
+def bench_window(name: str, operator: WindowOperator, records: list) -> None:
+    driver = WindowDriver(operator)
+    start = time.perf_counter()
+    panes = late = 0
+    for seq, (key, t, payload, watermark) in enumerate(records):
+        driver.process(key, t, payload, arrival_seq=seq, watermark=watermark, ingest_time=seq)
+        if seq % 10_000 == 0:
+            p, lt = driver.take_output()
+            panes += len(p)
+            late += len(lt)
+    p, lt = driver.take_output()
+    panes += len(p)
+    late += len(lt)
+    elapsed = time.perf_counter() - start
+    print(f"window {name}: {len(records):,} records in {elapsed:.2f}s "
+          f"({len(records) / elapsed:,.0f} records/s), {panes:,} panes, {late:,} late rows")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="10x smaller inputs")
+    args = parser.parse_args()
+    scale = 10 if args.quick else 1
+    bench_timers(1_000_000 // scale, clustered=False)
+    bench_timers(1_000_000 // scale, clustered=True)
+    records = stream(500_000 // scale, keys=100, delay=2_000)
+
+    def aggregates() -> NamedAggregates:
+        return NamedAggregates.from_specs([AggregateSpec("n", "count"),
+                                           AggregateSpec("s", "sum", "v")])
+
+    bench_window("tumbling 10s count+sum",
+                 WindowOperator(TumblingWindows(10_000), aggregate=aggregates()), records)
+    bench_window("tumbling 10s count+sum, lateness 5s",
+                 WindowOperator(TumblingWindows(10_000), aggregate=aggregates(),
+                                allowed_lateness=5_000), records)
+    bench_window("sliding 40s/10s count+sum",
+                 WindowOperator(SlidingWindows(40_000, 10_000), aggregate=aggregates()),
+                 records)
+    bench_window("session gap 5s count+sum",
+                 WindowOperator(SessionWindows(5_000), aggregate=aggregates()),
+                 records[: len(records) // 5])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Async enrichment on Spark: one event loop and one HTTP session per partition, no thread per
+call, and outputs keyed by ``arrival_seq`` so a repeated batch writes the same rows once.
+
+``mapInPandas`` hands each partition's rows (sorted by ``arrival_seq``) to
+``operators.async_io.enrich_batch``, which keeps ``capacity`` calls in flight. The recorded
+responses are joined onto the input first, so the very same function runs live (call, reuse a
+recording when a batch is repeated), as a replay (recordings only, the service may be down) or as
+a refresh (call again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.delta_io import read_table_or_none, replace_range, table_exists
+from jobs.settings import PlatformSettings
+from operators.async_io import AsyncEnrichConfig, EnrichMode
+
+ENRICHED = "enriched_events"
+DEAD_LETTERS = "enrichment_dead_letters"
+RESPONSES = "enrichment_responses"
+
+OUTCOME_SCHEMA = ("arrival_seq long, watermark_ms long, status string, response_json string, "
+                  "error_type string, error_message string, attempts int")
+RECORDING_COLUMNS = ("arrival_seq", "status", "response_json", "error_type", "error_message",
+                     "attempts")
+INPUT_COLUMNS = ("arrival_seq", "watermark_ms", "key")
+
+
+def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: str
+                        ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The function each Spark task runs; imports happen on the worker."""
+
+    def enrich_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from operators.async_io import enrich_batch
+        from operators.async_results import Recording
+        from services.enrichment_client import user_lookup
+
+        frame = pd.concat(list(batches), ignore_index=True)
+        if frame.empty:
+            return
+        frame = frame.sort_values("arrival_seq", kind="stable")
+        recorded = {}
+        if "rec_status" in frame.columns:
+            have = frame[frame.rec_status.notna()]
+            for row in have.itertuples(index=False):
+                recorded[int(row.arrival_seq)] = Recording.from_row({
+                    "arrival_seq": row.arrival_seq, "status": row.rec_status,
+                    "response_json": row.rec_response_json, "error_type": row.rec_error_type,
+                    "error_message": row.rec_error_message, "attempts": row.rec_attempts})
+        records = frame[list(INPUT_COLUMNS)].to_dict("records")
+        result = enrich_batch(records, user_lookup(service_url, token_env=token_env), config,
+                              recorded=recorded or None)
+        rows = [outcome.to_row() for outcome in result.outcomes]
+        yield pd.DataFrame(rows, columns=[c.split()[0] for c in OUTCOME_SCHEMA.split(", ")])
+
+    return enrich_partition
+
+
+def enrich_frame(arrivals: DataFrame, recordings: DataFrame | None, service_url: str,
+                 config: AsyncEnrichConfig, partitions: int = 2,
+                 token_env: str = "ENRICHMENT_SERVICE_TOKEN") -> DataFrame:
+    """Outcomes (one per arrival) for ``arrivals``; ``recordings`` feed live reuse and replay."""
+    frame = arrivals.select(*INPUT_COLUMNS)
+    if recordings is not None and config.mode != EnrichMode.REFRESH:
+        recorded = recordings.select(
+            "arrival_seq", *[F.col(c).alias(f"rec_{c}") for c in RECORDING_COLUMNS[1:]])
+        frame = frame.join(recorded, "arrival_seq", "left")
+    frame = frame.repartitionByRange(partitions, "arrival_seq").sortWithinPartitions(
+        "arrival_seq")
+    return frame.mapInPandas(_partition_function(service_url, config, token_env),
+                             OUTCOME_SCHEMA)
+
+
+@dataclass
+class EnrichReport:
+    first_seq: int
+    last_seq: int
+    enriched: int
+    dead_letters: int
+    calls_made: bool
+
+
+def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url: str,
+                   config: AsyncEnrichConfig, first_seq: int | None = None,
+                   last_seq: int | None = None, progress: Callable[[str], None] = print
+                   ) -> EnrichReport:
+    """Enrich the arrival log's ``[first_seq, last_seq]`` and replace exactly that range in the
+    enriched and dead-letter tables; record responses unless replaying."""
+    log = read_table_or_none(spark, settings.table_path("arrival_log"))
+    if log is None:
+        raise FileNotFoundError("no arrival log yet: run ingest first")
+    bounds = log.agg(F.min("arrival_seq"), F.max("arrival_seq")).first()
+    first = bounds[0] if first_seq is None else first_seq
+    last = bounds[1] if last_seq is None else last_seq
+    if first is None:
+        raise ValueError("the arrival log is empty")
+    arrivals = log.where(F.col("arrival_seq").between(first, last))
+    responses_path = settings.table_path(RESPONSES)
+    recordings = read_table_or_none(spark, responses_path)
+    if config.mode == EnrichMode.REPLAY and recordings is None:
+        raise FileNotFoundError(f"replay needs recorded responses at {responses_path}")
+    progress(f"enrichment: {config.mode} over arrival_seq {first}..{last}")
+    outcomes = enrich_frame(arrivals, recordings, service_url, config).cache()
+    try:
+        enriched = (outcomes.where(F.col("status") == "ok")
+                    .join(arrivals.select("arrival_seq", "key", "event_time_ms", "event_time",
+                                          "value"), "arrival_seq")
+                    .select("arrival_seq", "key", "event_time_ms", "event_time", "value",
+                            "watermark_ms", "response_json"))
+        dead = (outcomes.where(F.col("status") != "ok")
+                .join(arrivals.select("arrival_seq", "key", "event_time_ms", "payload"),
+                      "arrival_seq")
+                .select("arrival_seq", "key", "event_time_ms", "payload", "status",
+                        "error_type", "error_message", "attempts"))
+        for name, frame in ((ENRICHED, enriched), (DEAD_LETTERS, dead)):
+            replace_range(frame, settings.table_path(name), column="arrival_seq",
+                          first=int(first), last=int(last))
+        if config.mode != EnrichMode.REPLAY and config.record:
+            _merge_recordings(spark, outcomes.select(*RECORDING_COLUMNS), responses_path)
+        counts = outcomes.groupBy((F.col("status") == "ok").alias("ok")).count().collect()
+    finally:
+        outcomes.unpersist()
+    by_status = {row.ok: row["count"] for row in counts}
+    report = EnrichReport(first, last, by_status.get(True, 0), by_status.get(False, 0),
+                          config.mode != EnrichMode.REPLAY)
+    progress(f"enrichment: {report.enriched} enriched, {report.dead_letters} dead letters")
+    return report
+
+
+def _merge_recordings(spark: SparkSession, recordings: DataFrame, path: str) -> None:
+    """Upsert by ``arrival_seq``: a refresh replaces what an earlier run recorded."""
+    if not table_exists(spark, path):
+        recordings.where(F.lit(False)).write.format("delta").save(path)
+    from delta.tables import DeltaTable
+
+    (DeltaTable.forPath(spark, path).alias("t")
+     .merge(recordings.alias("s"), "t.arrival_seq = s.arrival_seq")
+     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())

@@ -1,0 +1,229 @@
+"""Window functions: incremental aggregates and full-window process functions.
+
+Two shapes, as in Flink:
+
+* An :class:`AggregateFunction` (``create_accumulator``/``add``/``merge``/``get_result``) folds
+  each element into a small accumulator as it arrives, so a window keeps O(1) state. ``merge``
+  is what session windows need when they merge. Accumulators must be JSON-able (numbers, lists,
+  ``None``) so per-key state can be checkpointed.
+* A :class:`ProcessWindowFunction` sees all the window's elements when it fires, plus
+  per-window and per-key state (Flink's ``ProcessWindowFunction.Context.windowState()`` /
+  ``globalState()``). It needs the elements buffered.
+
+Built-ins follow SQL (and so Spark's vectorised backfill): ``count`` without a field counts
+elements, with a field counts non-null values; ``sum``/``min``/``max``/``mean`` ignore missing
+and null values and give ``None`` when there are none; ``mean`` is a float.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from operators.evictors import Element
+from operators.pipeline import AggregateSpec
+from operators.windows import TimeWindow
+
+
+class AggregateFunction(Protocol):
+    """An incremental aggregate over elements (payload mappings)."""
+
+    def create_accumulator(self) -> Any: ...
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any: ...
+
+    def merge(self, a: Any, b: Any) -> Any: ...
+
+    def get_result(self, accumulator: Any) -> Any: ...
+
+
+class Count:
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: int) -> int:
+        if self.field is None:
+            return accumulator + 1
+        if element is not None and element.get(self.field) is not None:
+            return accumulator + 1
+        return accumulator
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def get_result(self, accumulator: int) -> int:
+        return accumulator
+
+
+class Sum:
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def create_accumulator(self) -> Any:
+        return None
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
+        value = None if element is None else element.get(self.field)
+        if value is None:
+            return accumulator
+        return value if accumulator is None else accumulator + value
+
+    def merge(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        return a if b is None else a + b
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
+
+
+class Min:
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def create_accumulator(self) -> Any:
+        return None
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
+        value = None if element is None else element.get(self.field)
+        if value is None:
+            return accumulator
+        return value if accumulator is None or value < accumulator else accumulator
+
+    def merge(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        return a if b is None or a <= b else b
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
+
+
+class Max(Min):
+    def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
+        value = None if element is None else element.get(self.field)
+        if value is None:
+            return accumulator
+        return value if accumulator is None or value > accumulator else accumulator
+
+    def merge(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        return a if b is None or a >= b else b
+
+
+class Mean:
+    """Accumulator ``[sum, count]``; the result is ``sum / count`` as a float."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def create_accumulator(self) -> list[Any]:
+        return [0, 0]
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: list[Any]) -> list[Any]:
+        value = None if element is None else element.get(self.field)
+        if value is None:
+            return accumulator
+        return [accumulator[0] + value, accumulator[1] + 1]
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        return [a[0] + b[0], a[1] + b[1]]
+
+    def get_result(self, accumulator: list[Any]) -> float | None:
+        return None if accumulator[1] == 0 else accumulator[0] / accumulator[1]
+
+
+BUILTIN_AGGREGATES = {"count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean}
+
+
+class NamedAggregates:
+    """Several named aggregate functions computed together; the accumulator is a list.
+
+    This is the window operator's incremental function: the pane's values are
+    ``{name: result}`` in the order the aggregates were declared.
+    """
+
+    def __init__(self, functions: Iterable[tuple[str, AggregateFunction]]) -> None:
+        self.functions = list(functions)
+        if not self.functions:
+            raise ValueError("at least one aggregate is needed")
+        self.names = [name for name, _ in self.functions]
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"duplicate aggregate names: {self.names}")
+        self._fns = [fn for _, fn in self.functions]
+
+    @classmethod
+    def from_specs(cls, specs: Iterable[AggregateSpec]) -> NamedAggregates:
+        functions: list[tuple[str, AggregateFunction]] = []
+        for spec in specs:
+            factory = BUILTIN_AGGREGATES[spec.fn]
+            functions.append((spec.name, factory(spec.field)))  # type: ignore[arg-type]
+        return cls(functions)
+
+    @property
+    def fields(self) -> set[str]:
+        """Payload fields the aggregates read (the replay command validates them)."""
+        return {fn.field for fn in self._fns if getattr(fn, "field", None)}
+
+    def create_accumulator(self) -> list[Any]:
+        return [fn.create_accumulator() for fn in self._fns]
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: list[Any]) -> list[Any]:
+        for i, fn in enumerate(self._fns):
+            accumulator[i] = fn.add(element, accumulator[i])
+        return accumulator
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        return [fn.merge(x, y) for fn, x, y in zip(self._fns, a, b, strict=True)]
+
+    def get_result(self, accumulator: list[Any]) -> dict[str, Any]:
+        return {name: fn.get_result(acc)
+                for name, fn, acc in zip(self.names, self._fns, accumulator, strict=True)}
+
+    def over(self, elements: Iterable[Element]) -> dict[str, Any]:
+        """The result over buffered elements (used when an evictor forces buffering)."""
+        accumulator = self.create_accumulator()
+        for item in elements:
+            accumulator = self.add(item[1], accumulator)
+        return self.get_result(accumulator)
+
+
+class ProcessContext(Protocol):
+    """What a :class:`ProcessWindowFunction` sees besides the elements."""
+
+    @property
+    def window(self) -> TimeWindow: ...
+
+    @property
+    def current_watermark(self) -> int: ...
+
+    @property
+    def current_processing_time(self) -> int: ...
+
+    @property
+    def window_state(self) -> dict[str, Any]:
+        """State of this key and window; JSON-able values; dropped when the window is."""
+        ...
+
+    @property
+    def global_state(self) -> dict[str, Any]:
+        """State of this key across all its windows; JSON-able values."""
+        ...
+
+
+class ProcessWindowFunction:
+    """A full-window function: override :meth:`process` (and :meth:`clear` if you keep
+    per-window state that needs tidying). ``elements`` are ``(event_time, payload, arrival_seq)``
+    tuples in arrival order; the returned mapping becomes the pane's values."""
+
+    def process(self, key: str, context: ProcessContext,
+                elements: list[Element]) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    def clear(self, key: str, context: ProcessContext) -> None:
+        """Called when the window is cleaned up; ``window_state`` is dropped afterwards."""
+        return None

@@ -1,0 +1,429 @@
+"""A keyed timer service: event-time and processing-time timers, as in Flink.
+
+Why it looks like this:
+
+* One timer per ``(key, namespace, timestamp)`` (contract section 3): registering twice keeps
+  one, deleting an absent timer is a no-op. A window operator uses the window ``(start, end)``
+  as the namespace; other operators use :data:`VOID_NAMESPACE`.
+* Timers fire in a total, documented order (docs/semantics.md, "Timers"): ascending
+  ``(timestamp, key, namespace)`` within a kind, event time before processing time. A heap
+  ordered by exactly that tuple gives the order for free, so a timer registered by a callback
+  that is already due simply pops next in the same pass.
+* Millions of timers must stay cheap: like Flink's ``HeapPriorityQueueSet`` there is a heap for
+  order and a hash index for membership (here a heap of distinct timestamps, each with a small
+  heap of its timers, since window timers cluster on window ends). Deletes are lazy (the entry
+  becomes stale and is skipped when popped); everything is rebuilt when stale entries outnumber
+  live ones, so memory stays bounded. The membership index is kept per key, which also gives
+  the per-key export/import a Spark runtime needs to keep one key's timers in that key's state.
+* Serialisation is compact: timers become flat lists of ints (JSON-able) or, for bulk state,
+  delta-encoded int64 columns compressed with zlib.
+
+Timestamps and namespace bounds are Python ints; anything in Flink's ``long`` range serialises.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import struct
+import zlib
+from collections.abc import Iterator
+from itertools import accumulate
+from typing import Any
+
+EVENT_TIME = 0
+PROCESSING_TIME = 1
+
+Namespace = tuple[int, int]
+"""A timer namespace: a window's ``(start, end)``; compared as that tuple."""
+
+VOID_NAMESPACE: Namespace = (0, 0)
+"""The namespace of operators that are not windowed (Flink's ``VoidNamespace``)."""
+
+# An entry: (timestamp, key, namespace_start, namespace_end). Flat tuples compare in the
+# documented order and hash cheaply; the same tuple object lives in a heap and in the index.
+_Entry = tuple[int, str, int, int]
+
+
+class _TimerQueue:
+    """One kind of timers: a heap of distinct timestamps, per timestamp a heap of entries, and
+    a per-key set index for membership.
+
+    Timers of windowed operators cluster on few timestamps (every key's window ends at the
+    same instant), and even when they do not, ordering plain ints is much cheaper than ordering
+    tuples; ties are then ordered by ``(key, namespace)`` within the timestamp's own heap.
+    Invariant: a timestamp is in ``_times`` exactly when it has a bucket (maybe empty or
+    holding only deleted entries, which are skipped lazily).
+    """
+
+    __slots__ = ("_times", "_buckets", "_by_key", "_size", "_stored")
+
+    def __init__(self) -> None:
+        self._times: list[int] = []
+        self._buckets: dict[int, list[_Entry]] = {}
+        self._by_key: dict[str, set[_Entry]] = {}
+        self._size = 0
+        self._stored = 0  # entries in buckets, live or deleted
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, key: str, start: int, end: int, timestamp: int) -> bool:
+        entry = (timestamp, key, start, end)
+        members = self._by_key.get(key)
+        if members is None:
+            members = self._by_key[key] = set()
+        elif entry in members:
+            return False
+        members.add(entry)
+        bucket = self._buckets.get(timestamp)
+        if bucket is None:
+            self._buckets[timestamp] = [entry]
+            heapq.heappush(self._times, timestamp)
+        else:
+            heapq.heappush(bucket, entry)
+        self._size += 1
+        self._stored += 1
+        return True
+
+    def remove(self, key: str, start: int, end: int, timestamp: int) -> bool:
+        members = self._by_key.get(key)
+        if not members:
+            return False
+        entry = (timestamp, key, start, end)
+        if entry not in members:
+            return False
+        members.remove(entry)
+        if not members:
+            del self._by_key[key]
+        self._size -= 1
+        # Lazy delete: the stored copy is skipped when popped. Rebuild when mostly stale.
+        if self._stored > 1024 and self._stored > 2 * self._size:
+            self._rebuild()
+        return True
+
+    def contains(self, key: str, start: int, end: int, timestamp: int) -> bool:
+        members = self._by_key.get(key)
+        return members is not None and (timestamp, key, start, end) in members
+
+    def _rebuild(self) -> None:
+        buckets: dict[int, list[_Entry]] = {}
+        for members in self._by_key.values():
+            for entry in members:
+                bucket = buckets.get(entry[0])
+                if bucket is None:
+                    buckets[entry[0]] = [entry]
+                else:
+                    bucket.append(entry)
+        for bucket in buckets.values():
+            heapq.heapify(bucket)
+        self._buckets = buckets
+        self._times = list(buckets)
+        heapq.heapify(self._times)
+        self._stored = self._size
+
+    def pop_due(self, limit: int) -> _Entry | None:
+        """Remove and return the smallest live timer with ``timestamp <= limit``."""
+        times = self._times
+        buckets = self._buckets
+        by_key = self._by_key
+        while times and times[0] <= limit:
+            timestamp = times[0]
+            bucket = buckets[timestamp]
+            while bucket:
+                entry = heapq.heappop(bucket)
+                self._stored -= 1
+                members = by_key.get(entry[1])
+                if members is not None and entry in members:
+                    members.remove(entry)
+                    if not members:
+                        del by_key[entry[1]]
+                    self._size -= 1
+                    return entry
+            heapq.heappop(times)
+            del buckets[timestamp]
+        return None
+
+    def peek(self) -> _Entry | None:
+        """The smallest live timer, dropping deleted entries on the way."""
+        times = self._times
+        buckets = self._buckets
+        by_key = self._by_key
+        while times:
+            timestamp = times[0]
+            bucket = buckets[timestamp]
+            while bucket:
+                entry = bucket[0]
+                members = by_key.get(entry[1])
+                if members is not None and entry in members:
+                    return entry
+                heapq.heappop(bucket)
+                self._stored -= 1
+            heapq.heappop(times)
+            del buckets[timestamp]
+        return None
+
+    def first_time(self) -> int | None:
+        """The smallest stored timestamp (maybe of a deleted timer): a cheap lower bound."""
+        return self._times[0] if self._times else None
+
+    def entries(self) -> list[_Entry]:
+        return sorted(entry for members in self._by_key.values() for entry in members)
+
+    def key_entries(self, key: str) -> list[_Entry]:
+        return sorted(self._by_key.get(key, ()))
+
+    def remove_key(self, key: str) -> None:
+        members = self._by_key.pop(key, None)
+        if members:
+            self._size -= len(members)
+            if self._stored > 1024 and self._stored > 2 * self._size:
+                self._rebuild()
+
+    def load(self, entries: list[_Entry]) -> None:
+        """Bulk-load entries into an empty queue (restore)."""
+        for entry in entries:
+            self._by_key.setdefault(entry[1], set()).add(entry)
+        self._size = sum(len(m) for m in self._by_key.values())
+        self._rebuild()
+
+
+class TimerService:
+    """Event-time and processing-time timers for many keys.
+
+    The service only stores and orders timers; the caller decides what a firing means. The
+    usual loop (what :class:`operators.window_operator.WindowDriver` does before each record)::
+
+        while True:
+            timer = service.pop_due_event_time(watermark)
+            if timer is None:
+                timer = service.pop_due_processing_time(ingest_time)
+                if timer is None:
+                    break
+            ... run the callback, which may register or delete timers ...
+
+    Checking event time again after every processing-time timer keeps "event time first" true
+    even for event-time timers registered by a processing-time callback.
+    """
+
+    __slots__ = ("_event", "_processing")
+
+    def __init__(self) -> None:
+        self._event = _TimerQueue()
+        self._processing = _TimerQueue()
+
+    def __len__(self) -> int:
+        return len(self._event) + len(self._processing)
+
+    # -- registration -------------------------------------------------------------------------
+
+    def register_event_time_timer(self, key: str, namespace: Namespace, timestamp: int) -> None:
+        """Register an event-time timer; a second registration of the same timer is a no-op."""
+        self._event.add(key, namespace[0], namespace[1], timestamp)
+
+    def delete_event_time_timer(self, key: str, namespace: Namespace, timestamp: int) -> None:
+        """Delete an event-time timer; deleting one that does not exist is a no-op."""
+        self._event.remove(key, namespace[0], namespace[1], timestamp)
+
+    def register_processing_time_timer(self, key: str, namespace: Namespace,
+                                       timestamp: int) -> None:
+        """Register a processing-time (ingest clock) timer; idempotent."""
+        self._processing.add(key, namespace[0], namespace[1], timestamp)
+
+    def delete_processing_time_timer(self, key: str, namespace: Namespace,
+                                     timestamp: int) -> None:
+        """Delete a processing-time timer; a no-op when absent."""
+        self._processing.remove(key, namespace[0], namespace[1], timestamp)
+
+    def has_timers(self, key: str) -> bool:
+        """Does ``key`` have any pending timer (of either kind)?"""
+        return key in self._event._by_key or key in self._processing._by_key
+
+    def has_event_time_timer(self, key: str, namespace: Namespace, timestamp: int) -> bool:
+        return self._event.contains(key, namespace[0], namespace[1], timestamp)
+
+    def has_processing_time_timer(self, key: str, namespace: Namespace, timestamp: int) -> bool:
+        return self._processing.contains(key, namespace[0], namespace[1], timestamp)
+
+    # -- firing -------------------------------------------------------------------------------
+
+    def pop_due_event_time(self, watermark: int) -> tuple[int, str, Namespace] | None:
+        """Remove and return the next event-time timer due at ``watermark`` (``ts <= W``)."""
+        entry = self._event.pop_due(watermark)
+        if entry is None:
+            return None
+        return entry[0], entry[1], (entry[2], entry[3])
+
+    def pop_due_processing_time(self, now: int) -> tuple[int, str, Namespace] | None:
+        """Remove and return the next processing-time timer due at ingest time ``now``."""
+        entry = self._processing.pop_due(now)
+        if entry is None:
+            return None
+        return entry[0], entry[1], (entry[2], entry[3])
+
+    def has_due(self, watermark: int, now: int) -> bool:
+        """Cheap check before a firing loop: may a timer be due? (Stale heads only ever
+        make it say yes; the pops then find nothing.)"""
+        first = self._event.first_time()
+        if first is not None and first <= watermark:
+            return True
+        first = self._processing.first_time()
+        return first is not None and first <= now
+
+    def next_event_time(self) -> int | None:
+        """Timestamp of the earliest pending event-time timer (for a runtime's scheduling)."""
+        entry = self._event.peek()
+        return None if entry is None else entry[0]
+
+    def next_processing_time(self) -> int | None:
+        entry = self._processing.peek()
+        return None if entry is None else entry[0]
+
+    def iter_due(self, watermark: int, now: int) -> Iterator[tuple[int, int, str, Namespace]]:
+        """Yield ``(kind, timestamp, key, namespace)`` for every due timer, in firing order.
+
+        Timers registered while iterating are seen if they are due.
+        """
+        while True:
+            timer = self.pop_due_event_time(watermark)
+            if timer is not None:
+                yield EVENT_TIME, timer[0], timer[1], timer[2]
+                continue
+            timer = self.pop_due_processing_time(now)
+            if timer is None:
+                return
+            yield PROCESSING_TIME, timer[0], timer[1], timer[2]
+
+    # -- inspection and per-key export ----------------------------------------------------------
+
+    def timers(self) -> list[tuple[int, int, str, Namespace]]:
+        """Every pending timer as ``(kind, timestamp, key, namespace)``, in firing order."""
+        out = [(EVENT_TIME, e[0], e[1], (e[2], e[3])) for e in self._event.entries()]
+        out += [(PROCESSING_TIME, e[0], e[1], (e[2], e[3])) for e in self._processing.entries()]
+        return out
+
+    def export_key(self, key: str, *, remove: bool = False) -> list[int]:
+        """One key's timers as a flat int list ``[kind, ts, start, end, ...]`` (sorted).
+
+        This is what a Spark runtime keeps in the key's own state; ``remove`` also drops them
+        from this service (the runtime is done with the key for this batch).
+        """
+        flat: list[int] = []
+        for kind, queue in ((EVENT_TIME, self._event), (PROCESSING_TIME, self._processing)):
+            for ts, _key, start, end in queue.key_entries(key):
+                flat += (kind, ts, start, end)
+            if remove:
+                queue.remove_key(key)
+        return flat
+
+    def import_key(self, key: str, flat: list[int]) -> None:
+        """Add timers exported by :meth:`export_key` (idempotent, like registration)."""
+        if len(flat) % 4:
+            raise ValueError("a key's timer list must hold groups of 4 ints")
+        for i in range(0, len(flat), 4):
+            kind, ts, start, end = flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
+            queue = self._event if kind == EVENT_TIME else self._processing
+            queue.add(key, start, end, ts)
+
+    # -- whole-service snapshots ------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-able snapshot: distinct keys once, timers as flat int lists."""
+        keys: dict[str, int] = {}
+        columns: dict[str, list[int]] = {}
+        for name, queue in (("event", self._event), ("processing", self._processing)):
+            flat: list[int] = []
+            for ts, key, start, end in queue.entries():
+                index = keys.get(key)
+                if index is None:
+                    index = keys[key] = len(keys)
+                flat += (ts, index, start, end)
+            columns[name] = flat
+        return {"v": 1, "keys": list(keys), **columns}
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any]) -> TimerService:
+        if snapshot.get("v") != 1:
+            raise ValueError(f"unsupported timer snapshot version {snapshot.get('v')!r}")
+        service = cls()
+        keys = snapshot["keys"]
+        for name, queue in (("event", service._event), ("processing", service._processing)):
+            flat = snapshot[name]
+            queue.load([(flat[i], keys[flat[i + 1]], flat[i + 2], flat[i + 3])
+                        for i in range(0, len(flat), 4)])
+        return service
+
+    def to_bytes(self) -> bytes:
+        """Compact binary form: keys as JSON, timers as delta-encoded integer columns, zlib'd.
+
+        Sorted timestamps make the deltas small and repetitive, which is what compresses.
+        """
+        snap = self.snapshot()
+        parts = [json.dumps(snap["keys"], separators=(",", ":")).encode()]
+        for name in ("event", "processing"):
+            flat = snap[name]
+            n = len(flat) // 4
+            columns = [flat[c::4] for c in range(4)]  # ts, key index, start, end
+            encoded = []
+            for c, column in enumerate(columns):
+                if c == 3:  # end as a width relative to start: window sizes repeat
+                    column = [e - s for s, e in zip(columns[2], column, strict=True)]
+                deltas = [column[0]] if n else []
+                deltas += [b - a for a, b in zip(column, column[1:], strict=False)]
+                encoded.append(_pack_ints(deltas))
+            parts.append(struct.pack("<q", n) + b"".join(encoded))
+        header = struct.pack("<III", *(len(p) for p in parts))
+        return b"ETT1" + zlib.compress(header + b"".join(parts), 6)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TimerService:
+        if data[:4] != b"ETT1":
+            raise ValueError("not a timer-service snapshot")
+        raw = zlib.decompress(data[4:])
+        sizes = struct.unpack_from("<III", raw, 0)
+        offset = 12
+        chunks = []
+        for size in sizes:
+            chunks.append(raw[offset:offset + size])
+            offset += size
+        snap: dict[str, Any] = {"v": 1, "keys": json.loads(chunks[0])}
+        for name, chunk in zip(("event", "processing"), chunks[1:], strict=True):
+            (n,) = struct.unpack_from("<q", chunk, 0)
+            pos = 8
+            columns = []
+            for _ in range(4):
+                deltas, pos = _unpack_ints(chunk, pos, n)
+                columns.append(list(accumulate(deltas)))
+            columns[3] = [s + w for s, w in zip(columns[2], columns[3], strict=True)]
+            flat: list[int] = []
+            for row in zip(*columns, strict=True):
+                flat += row
+            snap[name] = flat
+        return cls.restore(snap)
+
+
+def _pack_ints(values: list[int]) -> bytes:
+    """Zig-zag varints: small deltas take one byte, and any Python int round-trips."""
+    out = bytearray()
+    for value in values:
+        z = (value << 1) if value >= 0 else ((-value << 1) - 1)
+        while z >= 0x80:
+            out.append((z & 0x7F) | 0x80)
+            z >>= 7
+        out.append(z)
+    return bytes(out)
+
+
+def _unpack_ints(data: bytes, pos: int, count: int) -> tuple[list[int], int]:
+    values = []
+    for _ in range(count):
+        z = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            z |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        values.append((z >> 1) if not z & 1 else -((z + 1) >> 1))
+    return values, pos

@@ -1,0 +1,170 @@
+"""The keyed timer service: uniqueness, firing order, same-pass firing, serialisation."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
+from operators.timers import EVENT_TIME, PROCESSING_TIME, VOID_NAMESPACE, TimerService
+
+
+def drain(service: TimerService, watermark: int, now: int) -> list[tuple]:
+    return list(service.iter_due(watermark, now))
+
+
+def test_register_twice_keeps_one() -> None:
+    service = TimerService()
+    service.register_event_time_timer("k", (0, 10), 9)
+    service.register_event_time_timer("k", (0, 10), 9)
+    assert len(service) == 1
+    assert drain(service, 100, 0) == [(EVENT_TIME, 9, "k", (0, 10))]
+    assert drain(service, 100, 0) == []
+
+
+def test_delete_absent_timer_is_a_noop() -> None:
+    service = TimerService()
+    service.delete_event_time_timer("k", (0, 10), 9)
+    service.delete_processing_time_timer("nobody", VOID_NAMESPACE, 1)
+    service.register_event_time_timer("k", (0, 10), 9)
+    service.delete_event_time_timer("k", (0, 10), 8)  # other timestamp
+    service.delete_event_time_timer("k", (0, 11), 9)  # other namespace
+    service.delete_processing_time_timer("k", (0, 10), 9)  # other kind
+    assert len(service) == 1
+    assert drain(service, 9, 0) == [(EVENT_TIME, 9, "k", (0, 10))]
+
+
+def test_deleted_timer_does_not_fire_and_can_be_registered_again() -> None:
+    service = TimerService()
+    service.register_event_time_timer("k", (0, 10), 9)
+    service.delete_event_time_timer("k", (0, 10), 9)
+    assert drain(service, 100, 0) == []
+    service.register_event_time_timer("k", (0, 10), 9)
+    service.delete_event_time_timer("k", (0, 10), 9)
+    service.register_event_time_timer("k", (0, 10), 9)
+    assert drain(service, 100, 0) == [(EVENT_TIME, 9, "k", (0, 10))]
+    assert drain(service, 100, 0) == []
+
+
+def test_event_time_before_processing_time_then_timestamp_key_namespace() -> None:
+    service = TimerService()
+    service.register_processing_time_timer("a", (0, 10), 1)
+    service.register_event_time_timer("b", (0, 10), 5)
+    service.register_event_time_timer("a", (5, 15), 5)
+    service.register_event_time_timer("a", (0, 20), 5)
+    service.register_event_time_timer("a", (0, 10), 5)
+    service.register_event_time_timer("z", (0, 10), 4)
+    fired = drain(service, 5, 1)
+    assert fired == [
+        (EVENT_TIME, 4, "z", (0, 10)),
+        (EVENT_TIME, 5, "a", (0, 10)),
+        (EVENT_TIME, 5, "a", (0, 20)),
+        (EVENT_TIME, 5, "a", (5, 15)),
+        (EVENT_TIME, 5, "b", (0, 10)),
+        (PROCESSING_TIME, 1, "a", (0, 10)),
+    ]
+
+
+def test_only_due_timers_fire() -> None:
+    service = TimerService()
+    service.register_event_time_timer("k", VOID_NAMESPACE, 10)
+    service.register_processing_time_timer("k", VOID_NAMESPACE, 10)
+    assert drain(service, 9, 9) == []
+    assert drain(service, 10, 9) == [(EVENT_TIME, 10, "k", VOID_NAMESPACE)]
+    assert drain(service, 10, 10) == [(PROCESSING_TIME, 10, "k", VOID_NAMESPACE)]
+
+
+def test_timer_registered_in_callback_fires_in_same_pass_in_order() -> None:
+    service = TimerService()
+    service.register_event_time_timer("b", VOID_NAMESPACE, 5)
+    service.register_event_time_timer("c", VOID_NAMESPACE, 8)
+    fired = []
+    for kind, ts, key, _ns in service.iter_due(10, 0):
+        fired.append((kind, ts, key))
+        if key == "b":
+            service.register_event_time_timer("a", VOID_NAMESPACE, 6)  # due, before c@8
+            service.register_event_time_timer("a", VOID_NAMESPACE, 11)  # not due
+            service.register_processing_time_timer("p", VOID_NAMESPACE, 0)  # due, after events
+        if key == "p":
+            service.register_event_time_timer("e", VOID_NAMESPACE, 1)  # event time again first
+    assert fired == [(EVENT_TIME, 5, "b"), (EVENT_TIME, 6, "a"), (EVENT_TIME, 8, "c"),
+                     (PROCESSING_TIME, 0, "p"), (EVENT_TIME, 1, "e")]
+    assert service.next_event_time() == 11
+
+
+def test_extreme_timestamps_and_snapshots_round_trip() -> None:
+    service = TimerService()
+    service.register_event_time_timer("k", (MIN_WATERMARK, MAX_TIMESTAMP), MAX_TIMESTAMP)
+    service.register_event_time_timer("k", (-20, -10), -11)
+    service.register_processing_time_timer("ü", (0, 5), 4)
+    expected = service.timers()
+    snap = json.loads(json.dumps(service.snapshot()))
+    assert TimerService.restore(snap).timers() == expected
+    assert TimerService.from_bytes(service.to_bytes()).timers() == expected
+
+
+def test_per_key_export_and_import() -> None:
+    service = TimerService()
+    service.register_event_time_timer("a", (0, 10), 9)
+    service.register_processing_time_timer("a", (0, 10), 3)
+    service.register_event_time_timer("b", (0, 10), 9)
+    flat = service.export_key("a", remove=True)
+    assert flat == [EVENT_TIME, 9, 0, 10, PROCESSING_TIME, 3, 0, 10]
+    assert service.export_key("a") == []
+    assert [t[2] for t in service.timers()] == ["b"]
+    other = TimerService()
+    other.import_key("a", json.loads(json.dumps(flat)))
+    assert drain(other, 100, 100) == [(EVENT_TIME, 9, "a", (0, 10)),
+                                      (PROCESSING_TIME, 3, "a", (0, 10))]
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["reg", "del", "fire"]),
+              st.sampled_from([EVENT_TIME, PROCESSING_TIME]), st.integers(-5, 30),
+              st.sampled_from(["a", "b", "c"]),
+              st.sampled_from([(0, 10), (5, 15), (0, 20)])),
+    max_size=200,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations)
+def test_behaves_like_a_sorted_set(ops: list[tuple]) -> None:
+    """Against the obvious model: a set of timers; firing = the due ones, sorted."""
+    service = TimerService()
+    model: set[tuple] = set()
+    for op, kind, ts, key, ns in ops:
+        if op == "reg":
+            if kind == EVENT_TIME:
+                service.register_event_time_timer(key, ns, ts)
+            else:
+                service.register_processing_time_timer(key, ns, ts)
+            model.add((kind, ts, key, ns))
+        elif op == "del":
+            if kind == EVENT_TIME:
+                service.delete_event_time_timer(key, ns, ts)
+            else:
+                service.delete_processing_time_timer(key, ns, ts)
+            model.discard((kind, ts, key, ns))
+        else:
+            watermark, now = ts, ts - 3
+            due = sorted(t for t in model if t[1] <= (watermark if t[0] == EVENT_TIME else now))
+            assert drain(service, watermark, now) == due
+            model -= set(due)
+        assert len(service) == len(model)
+    assert service.timers() == sorted(model)
+    assert TimerService.from_bytes(service.to_bytes()).timers() == sorted(model)
+
+
+def test_many_deletes_keep_the_heap_bounded() -> None:
+    service = TimerService()
+    for i in range(5000):
+        service.register_event_time_timer(str(i % 7), VOID_NAMESPACE, i)
+    for i in range(0, 5000, 2):
+        service.delete_event_time_timer(str(i % 7), VOID_NAMESPACE, i)
+    assert len(service) == 2500
+    assert service._event._stored <= 2 * 2500 + 1024
+    fired = [ts for _, ts, _, _ in service.iter_due(10**9, 0)]
+    assert fired == list(range(1, 5000, 2))

@@ -1,0 +1,386 @@
+"""The window operator against a small reference written straight from the definitions.
+
+The reference knows nothing of timers, triggers, heaps or state objects: per window it keeps
+the list of values, whether the "end of window" firing is still pending, and its panes. Before
+each record it applies what the record's watermark makes due, in the documented order
+(ascending ``(time, key, window)``), then adds the record to every window that contains it by
+definition (``start = offset + k * slide``, ``start <= t < start + size``) unless
+``max_timestamp + allowed_lateness <= watermark``. Pane timing and is_last follow the rules of
+docs/semantics.md: timing from the key's own clock (its records' watermarks and the times of
+its fired timers), is_last for the cleanup timer's pane only, a closing pane when the cleanup
+timer fired none. Random out-of-order streams with random non-decreasing watermarks must give
+exactly the same panes, in the same order, and the same late records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.aggregates import ProcessWindowFunction
+from operators.time import MIN_WATERMARK
+from operators.window_operator import WindowDriver, WindowOperator
+from operators.windows import SessionWindows, SlidingWindows, TumblingWindows
+from tests.operators.ops_helpers import brief, count_sum, run
+
+KEYS = ["a", "b", "c"]
+
+
+@dataclass
+class RefWindow:
+    start: int
+    end: int
+    values: list[int] = field(default_factory=list)
+    fire_pending: bool = False
+    panes: int = 0
+    on_time_done: bool = False
+    last_is_last: bool = False
+    closed: bool = False
+
+
+def reference(records: list[tuple], lateness: int, *, size: int = 0, slide: int = 0,
+              offset: int = 0, gap: int = 0) -> tuple[list[tuple], list[tuple]]:
+    """Panes (as ``brief`` tuples) and late rows ``(key, t, seq, W, start, end)``."""
+    windows: dict[tuple[str, int, int], RefWindow] = {}
+    panes: list[tuple] = []
+    late: list[tuple] = []
+    key_clock: dict[str, int] = {}  # the key's watermark: its records' and fired timers'
+
+    def emit(key: str, w: RefWindow, final: bool) -> None:
+        if key_clock[key] < w.end - 1:
+            timing = "EARLY"
+        elif not w.on_time_done:
+            timing, w.on_time_done = "ON_TIME", True
+        else:
+            timing = "LATE"
+        panes.append((key, w.start, w.end, w.panes, timing, final, len(w.values),
+                      sum(w.values)))
+        w.panes += 1
+        w.last_is_last = final
+
+    for seq, (key, t, v, watermark) in enumerate(records):
+        # 1. everything the watermark makes due, in (time, key, window) order
+        due = []
+        for (k, start, end), w in windows.items():
+            if w.closed:
+                continue
+            if w.fire_pending and end - 1 <= watermark:
+                due.append((end - 1, k, start, end, 0))
+            if end - 1 + lateness <= watermark:
+                due.append((end - 1 + lateness, k, start, end, 1))
+        for ts, k, start, end, kind in sorted(due):
+            w = windows[(k, start, end)]
+            key_clock[k] = max(key_clock[k], ts)
+            if kind == 0:  # end of window; with lateness 0 it is also the cleanup timer
+                w.fire_pending = False
+                emit(k, w, final=lateness == 0)
+            else:  # cleanup: the closing pane unless this very timer already emitted one
+                if w.values and not w.last_is_last:
+                    emit(k, w, final=True)
+                w.closed = True
+        key_clock[key] = max(key_clock.get(key, MIN_WATERMARK), watermark)
+        # 2. the record
+        if gap:
+            proto = (t, t + gap)
+            live = [w for (k, _, _), w in windows.items()
+                    if k == key and not w.closed and w.start <= proto[1] and w.end >= proto[0]]
+            start = min([proto[0]] + [w.start for w in live])
+            end = max([proto[1]] + [w.end for w in live])
+            if end - 1 + lateness <= watermark:
+                assert not live
+                late.append((key, t, seq, watermark, start, end))
+                continue
+            if len(live) == 1 and (live[0].start, live[0].end) == (start, end):
+                target = live[0]
+            else:
+                target = RefWindow(start, end, [x for w in live for x in w.values])
+                for w in live:
+                    del windows[(key, w.start, w.end)]
+                windows[(key, start, end)] = target
+            targets = [target]
+        else:
+            starts = [s for s in range(t - size + 1, t + 1) if (s - offset) % slide == 0]
+            targets = []
+            for s in sorted(starts, reverse=True):
+                if s + size - 1 + lateness <= watermark:
+                    late.append((key, t, seq, watermark, s, s + size))
+                    continue
+                targets.append(windows.setdefault((key, s, s + size), RefWindow(s, s + size)))
+        for w in targets:
+            w.values.append(v)
+            if w.end - 1 <= watermark:
+                emit(key, w, final=False)
+            else:
+                w.fire_pending = True
+    return panes, late
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> list[tuple]:
+    n = draw(st.integers(0, 40))
+    levels = sorted(draw(st.lists(st.integers(-25, 130), min_size=n, max_size=n)))
+    records = []
+    for level in levels:
+        watermark = MIN_WATERMARK if level < -20 else level
+        base = 0 if watermark == MIN_WATERMARK else watermark
+        t = draw(st.one_of(st.integers(-20, 120), st.integers(base - 30, base + 20)))
+        records.append((draw(st.sampled_from(KEYS)), t, draw(st.integers(0, 9)), watermark))
+    return records
+
+
+lateness_values = st.sampled_from([0, 0, 1, 5, 17])
+
+
+def late_rows(late: list) -> list[tuple]:
+    return [(r.key, r.event_time_ms, r.arrival_seq, r.watermark_ms, r.window_start,
+             r.window_end) for r in late]
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.integers(1, 20), st.integers(0, 19), lateness_values)
+def test_tumbling_matches_reference(records, size, offset, lateness) -> None:
+    offset %= size
+    op = WindowOperator(TumblingWindows(size, offset), aggregate=count_sum(),
+                        allowed_lateness=lateness)
+    panes, late, _ = run(op, records)
+    expected_panes, expected_late = reference(records, lateness, size=size, slide=size,
+                                              offset=offset)
+    assert brief(panes) == expected_panes
+    assert late_rows(late) == expected_late
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.integers(1, 20), st.integers(1, 20), st.integers(0, 19), lateness_values)
+def test_sliding_matches_reference(records, size, slide, offset, lateness) -> None:
+    if slide > size:
+        size, slide = slide, size
+    offset %= slide
+    op = WindowOperator(SlidingWindows(size, slide, offset), aggregate=count_sum(),
+                        allowed_lateness=lateness)
+    panes, late, _ = run(op, records)
+    expected_panes, expected_late = reference(records, lateness, size=size, slide=slide,
+                                              offset=offset)
+    assert brief(panes) == expected_panes
+    assert late_rows(late) == expected_late
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.integers(1, 15), lateness_values)
+def test_sessions_match_reference(records, gap, lateness) -> None:
+    op = WindowOperator(SessionWindows(gap), aggregate=count_sum(), allowed_lateness=lateness)
+    panes, late, _ = run(op, records)
+    expected_panes, expected_late = reference(records, lateness, gap=gap)
+    assert brief(panes) == expected_panes
+    assert late_rows(late) == expected_late
+
+
+def _check_invariants(panes: list) -> None:
+    """Per window: indexes 0, 1, ...; at most one ON_TIME; nothing after the last pane."""
+    seen: dict[tuple, list] = {}
+    for p in panes:
+        seen.setdefault((p.key, p.window_start, p.window_end), []).append(p)
+    for window_panes in seen.values():
+        assert [p.pane_index for p in window_panes] == list(range(len(window_panes)))
+        assert sum(p.timing == "ON_TIME" for p in window_panes) <= 1
+        assert all(not p.is_last for p in window_panes[:-1])
+
+
+class CountSumFunction(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        return {"n": len(elements), "s": sum(e[1]["v"] for e in elements)}
+
+
+assigners = st.one_of(
+    st.builds(TumblingWindows, st.integers(1, 20)),
+    st.builds(lambda s, k: SlidingWindows(s * k, s), st.integers(1, 8), st.integers(1, 3)),
+    st.builds(SessionWindows, st.integers(1, 15)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), assigners, lateness_values)
+def test_buffered_process_function_equals_incremental_aggregate(records, assigner,
+                                                               lateness) -> None:
+    incremental = WindowOperator(assigner, aggregate=count_sum(), allowed_lateness=lateness)
+    buffered = WindowOperator(assigner, process_function=CountSumFunction(),
+                              allowed_lateness=lateness)
+    a, la, _ = run(incremental, records)
+    b, lb, _ = run(buffered, records)
+    assert brief(a) == brief(b)
+    assert late_rows(la) == late_rows(lb)
+    _check_invariants(a)
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), assigners, lateness_values, st.data())
+def test_one_key_at_a_time_with_snapshots_equals_the_whole_stream(records, assigner, lateness,
+                                                                  data) -> None:
+    """What a per-key runtime does: for each key, a driver that holds only that key, is
+    advanced with every record's watermark and ingest time, processes that key's records, and
+    is snapshotted (through JSON) and restored into a fresh driver at random points."""
+    def new_driver() -> WindowDriver:
+        return WindowDriver(WindowOperator(assigner, aggregate=count_sum(),
+                                           allowed_lateness=lateness))
+
+    whole, whole_late, _ = run(new_driver().operator, records)
+    for key in KEYS:
+        driver = new_driver()
+        panes: list = []
+        late: list = []
+        for seq, (k, t, v, watermark) in enumerate(records):
+            if data.draw(st.booleans(), label="checkpoint"):
+                snap = json.loads(json.dumps(driver.snapshot_key(key, evict=True)))
+                wm, now = driver.watermark, driver.processing_time
+                driver = new_driver()
+                driver.restore_key(key, snap)
+                driver.advance(wm, now)
+            if k == key:
+                driver.process(k, t, {"v": v}, arrival_seq=seq, watermark=watermark,
+                               ingest_time=seq)
+            else:
+                driver.advance(watermark, seq)
+            p, lt = driver.take_output()
+            panes += p
+            late += lt
+        assert brief(panes) == [b for b in brief(whole) if b[0] == key]
+        assert late_rows(late) == [r for r in late_rows(whole_late) if r[0] == key]
+
+
+@settings(max_examples=100, deadline=None)
+@given(streams(), assigners, lateness_values, st.integers(0, 40))
+def test_full_snapshot_and_restore_mid_stream_changes_nothing(records, assigner, lateness,
+                                                              cut) -> None:
+    def operator() -> WindowOperator:
+        return WindowOperator(assigner, aggregate=count_sum(), allowed_lateness=lateness)
+
+    whole, _, _ = run(operator(), records)
+    cut = min(cut, len(records))
+    first, _, driver = run(operator(), records[:cut])
+    snap = json.loads(json.dumps(driver.snapshot()))
+    resumed = WindowDriver(operator())
+    resumed.restore(snap)
+    rest = []
+    for seq, (k, t, v, watermark) in enumerate(records[cut:], start=cut):
+        resumed.process(k, t, {"v": v}, arrival_seq=seq, watermark=watermark, ingest_time=seq)
+        rest += resumed.take_output()[0]
+    assert brief(first + rest) == brief(whole)
+
+
+def reference_purging_count(records: list[tuple], lateness: int, size: int, slide: int,
+                            count: int) -> list[tuple]:
+    """Panes of PurgingTrigger(CountTrigger(count)): every ``count`` elements of a window emit
+    those elements and forget them; what is left at cleanup is the closing pane."""
+    windows: dict[tuple[str, int], dict] = {}
+    panes: list[tuple] = []
+
+    def emit(key: str, start: int, w: dict, watermark: int, closing: bool = False) -> None:
+        # ``watermark``: the record's, or the cleanup time for the closing pane
+        if watermark < start + size - 1:
+            timing = "EARLY"
+        elif not w["on_time"]:
+            timing, w["on_time"] = "ON_TIME", True
+        else:
+            timing = "LATE"
+        panes.append((key, start, start + size, w["panes"], timing, closing,
+                      len(w["values"]), sum(w["values"])))
+        w["panes"] += 1
+
+    for key, t, v, watermark in records:
+        for (k, start), w in sorted(windows.items(), key=lambda i: (i[0][1] + size - 1 +
+                                                                    lateness, i[0])):
+            if not w["closed"] and start + size - 1 + lateness <= watermark:
+                if w["values"]:
+                    emit(k, start, w, start + size - 1 + lateness, closing=True)
+                w["closed"] = True
+        for start in sorted((s for s in range(t - size + 1, t + 1) if s % slide == 0),
+                            reverse=True):
+            if start + size - 1 + lateness <= watermark:
+                continue
+            w = windows.setdefault((key, start), {"values": [], "n": 0, "panes": 0,
+                                                  "on_time": False, "closed": False})
+            w["values"].append(v)
+            w["n"] += 1
+            if w["n"] == count:
+                emit(key, start, w, watermark)
+                w["values"], w["n"] = [], 0
+    return panes
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams(), st.integers(1, 20), st.integers(1, 3), st.integers(1, 4), lateness_values)
+def test_purging_count_trigger_matches_reference(records, slide, factor, count,
+                                                 lateness) -> None:
+    from operators.triggers import CountTrigger, PurgingTrigger
+
+    size = slide * factor
+    op = WindowOperator(SlidingWindows(size, slide), PurgingTrigger(CountTrigger(count)),
+                        aggregate=count_sum(), allowed_lateness=lateness)
+    panes, _, _ = run(op, records)
+    assert brief(panes) == reference_purging_count(records, lateness, size, slide, count)
+
+
+@settings(max_examples=100, deadline=None)
+@given(streams(), assigners, lateness_values, st.data())
+def test_firing_due_timers_late_at_batch_boundaries_changes_nothing(records, assigner,
+                                                                    lateness, data) -> None:
+    """A micro-batch runtime learns that a key's timers are due only at batch boundaries (or
+    at the key's next record). Pane fields depend only on the key's records and timers, so
+    firing them late, with whatever larger watermark the batch ended at, gives the same panes.
+    """
+    def new_driver() -> WindowDriver:
+        return WindowDriver(WindowOperator(assigner, aggregate=count_sum(),
+                                           allowed_lateness=lateness))
+
+    whole, whole_late, _ = run(new_driver().operator, records)
+    for key in KEYS:
+        driver = new_driver()
+        panes: list = []
+        late: list = []
+        top = (MIN_WATERMARK, MIN_WATERMARK)
+        for seq, (k, t, v, watermark) in enumerate(records):
+            top = (max(top[0], watermark), max(top[1], seq))
+            if k == key:
+                driver.process(k, t, {"v": v}, arrival_seq=seq, watermark=watermark,
+                               ingest_time=seq)
+            p, lt = driver.take_output()
+            panes += p
+            late += lt
+            if data.draw(st.booleans(), label="batch boundary"):
+                snap = json.loads(json.dumps(driver.snapshot_key(key, evict=True)))
+                driver = new_driver()
+                driver.restore_key(key, snap)
+                driver.advance(*top)
+        driver.advance(*top)
+        panes += driver.take_output()[0]
+        expected = [b for b in brief(whole) if b[0] == key]
+        # the whole-stream run stops at the last record; firing at the end may add panes that
+        # the whole stream only emits with its next record
+        assert brief(panes)[:len(expected)] == expected
+        assert late_rows(late) == [r for r in late_rows(whole_late) if r[0] == key]
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), st.integers(1, 8), st.integers(1, 3), st.integers(0, 7), lateness_values)
+def test_agrees_with_the_vectorised_backfills_reference(records, slide, factor, offset,
+                                                        lateness) -> None:
+    """The Spark backfill's closed form is tested against ``tests/window_reference.py``; the
+    operator library must agree with that reference too (latest pane per window, late rows),
+    or a live stream and a backfill would differ."""
+    from tests.window_reference import Arrival, simulate
+
+    size, offset = slide * factor, offset % slide
+    op = WindowOperator(SlidingWindows(size, slide, offset), aggregate=count_sum(),
+                        allowed_lateness=lateness)
+    panes, late, _ = run(op, records)
+    latest = {}
+    for p in panes:
+        latest[(p.key, p.window_start, p.window_end)] = {
+            "pane_index": p.pane_index, "timing": p.timing, "is_last": p.is_last,
+            "events": p.values["n"], "value_sum": p.values["s"]}
+    arrivals = [Arrival(seq, k, t, w, v) for seq, (k, t, v, w) in enumerate(records)]
+    expected_latest, expected_late, _ = simulate(arrivals, size, slide, offset, lateness)
+    assert latest == expected_latest
+    assert [(r.key, r.arrival_seq, r.window_start, r.window_end) for r in late] == expected_late

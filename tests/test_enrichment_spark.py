@@ -1,0 +1,87 @@
+"""Enrichment on Spark against the real service: exactly-once tables, replay with it stopped."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
+from jobs.generator import GeneratorConfig, generate
+from jobs.ingest import ingest
+from jobs.settings import PlatformSettings
+from operators.async_io import AsyncEnrichConfig, EnrichMode
+from operators.retry import RetryPolicy
+from services.enrichment_client import TRANSIENT_ERRORS
+from services.enrichment_service import running_service
+from tests.enrichment.enrichment_helpers import fetch_stats
+
+pytestmark = pytest.mark.spark
+
+QUIET = {"progress": lambda _: None}
+
+
+def _table(spark, settings, name) -> pd.DataFrame:
+    frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
+    return frame.sort_values("arrival_seq").reset_index(drop=True)
+
+
+def test_live_repeat_and_replay_give_the_same_rows_once(spark, platform_env):
+    settings = PlatformSettings.from_env()
+    generate(GeneratorConfig(events=600, keys=50, duration_ms=3_600_000, bad_fraction=0),
+             settings.landing)
+    report = ingest(spark, settings, **QUIET)
+    retry = RetryPolicy.fixed(3, 5, retry_on=TRANSIENT_ERRORS)
+    live = AsyncEnrichConfig(capacity=8, timeout_ms=2_000, retry=retry)
+    # the catalogue knows user-0000..user-0039: the generator's user-0040.. are dead letters
+    with running_service(users=40, latency_ms=5, error_rate=0.2, seed=3) as service:
+        first = run_enrichment(spark, settings, service.base_url, live, **QUIET)
+        stats = fetch_stats(service.base_url)
+        assert 0 < stats["max_in_flight"] <= 2 * live.capacity  # two partitions, per task
+        enriched, dead = _table(spark, settings, ENRICHED), _table(spark, settings, DEAD_LETTERS)
+        assert len(enriched) + len(dead) == report.records
+        known = dead.key.str[5:].astype(int) < 40
+        assert (enriched.key.str[5:].astype(int) < 40).all()  # unknown users never enrich
+        assert (~known).sum() > 0
+        not_found = dead.error_type.str.endswith("NotFoundError")
+        server = dead.error_type.str.endswith("ServerError")
+        assert (not_found | server).all()
+        assert not (not_found & known).any()  # only unknown users get a 404
+        assert (dead[server].attempts == 3).all()  # 5xx: retried until attempts run out
+        assert (dead[not_found].attempts <= 3).all()  # a 404 ends the retries at once
+
+        # a repeated run (as after a failure) reuses the recordings: no calls, same rows once
+        calls_before = fetch_stats(service.base_url)["requests"]
+        run_enrichment(spark, settings, service.base_url, live, **QUIET)
+        assert fetch_stats(service.base_url)["requests"] == calls_before
+        pd.testing.assert_frame_equal(enriched, _table(spark, settings, ENRICHED))
+        pd.testing.assert_frame_equal(dead, _table(spark, settings, DEAD_LETTERS))
+        base_url = service.base_url
+    assert first.enriched == len(enriched)
+
+    # the service is gone: a replay backfill still reproduces the live tables exactly
+    replay = AsyncEnrichConfig(capacity=8, timeout_ms=200, retry=retry, mode=EnrichMode.REPLAY)
+    run_enrichment(spark, settings, base_url, replay, **QUIET)
+    pd.testing.assert_frame_equal(enriched, _table(spark, settings, ENRICHED))
+    pd.testing.assert_frame_equal(dead, _table(spark, settings, DEAD_LETTERS))
+    assert len(_table(spark, settings, RESPONSES)) == report.records
+
+
+def test_refresh_calls_again_and_records_the_new_answers(spark, platform_env):
+    settings = PlatformSettings.from_env()
+    generate(GeneratorConfig(events=200, keys=10, duration_ms=3_600_000, bad_fraction=0),
+             settings.landing)
+    ingest(spark, settings, **QUIET)
+    config = AsyncEnrichConfig(capacity=4, timeout_ms=2_000)
+    with running_service(catalogue_version=1) as service:
+        run_enrichment(spark, settings, service.base_url, config, **QUIET)
+    old = _table(spark, settings, ENRICHED)
+    with running_service(catalogue_version=2) as service:
+        run_enrichment(spark, settings, service.base_url,
+                       AsyncEnrichConfig(capacity=4, timeout_ms=2_000, mode=EnrichMode.REFRESH),
+                       **QUIET)
+        assert fetch_stats(service.base_url)["requests"] == len(old)
+    new = _table(spark, settings, ENRICHED)
+    assert len(new) == len(old)
+    assert (new.response_json != old.response_json).any()
+    recorded = _table(spark, settings, RESPONSES)
+    assert recorded.response_json.tolist() == new.response_json.tolist()

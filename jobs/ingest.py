@@ -263,10 +263,9 @@ def _arrival_frame(spark: SparkSession, good: dict[str, list], plan: _Plan) -> D
         pdf[name] = pdf[name].astype("int32")
     for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"):
         pdf[name] = pdf[name].astype("int64")
-    pdf["value"] = pdf["value"].astype("float64")
     schema = ("arrival_seq long, ingest_batch long, source_partition string, source_file string, "
               "line_number int, key string, event_time_ms long, ingest_time_ms long, "
-              "watermark_ms long, value double, payload string")
+              "watermark_ms long, value decimal(38,9), payload string")
     frame = spark.createDataFrame(pdf, schema)
     frame = _with_timestamps(frame, {"event_time": "event_time_ms",
                                      "ingest_time": "ingest_time_ms"})

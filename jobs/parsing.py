@@ -7,10 +7,11 @@ ingest rejects the very same lines for the very same reasons.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
+from operators.numbers import SCALE, to_exact
 from operators.time import parse_timestamp_ms
 
 # Reasons recorded in the quarantine table.
@@ -32,7 +33,7 @@ MAX_KEY_LENGTH = 1024
 class ParsedEvent:
     key: str
     event_time_ms: int
-    value: float | None
+    value: Decimal | None
     fields: dict[str, Any]
 
 
@@ -45,12 +46,14 @@ class Rejection:
 
 def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Rejection:
     """Parse a JSON-lines record: ``key`` (non-empty string), ``event_time`` (epoch ms or
-    ISO-8601), optional numeric ``value``; every other field is kept as payload."""
+    ISO-8601), optional numeric ``value`` (kept as an exact ``DECIMAL(38, 9)``, rounded half up
+    once, here); every other field is kept as payload."""
     size = len(line.encode("utf-8", errors="surrogatepass"))
     if size > max_line_bytes:
         return Rejection(LINE_TOO_LONG, f"{size} bytes, limit {max_line_bytes}")
     try:
-        record = json.loads(line)
+        # numbers are read as exact decimals; NaN and Infinity are not JSON
+        record = json.loads(line, parse_float=Decimal, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as error:
         return Rejection(MALFORMED_JSON, str(error)[:200])
     if not isinstance(record, dict):
@@ -72,13 +75,18 @@ def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Reje
         return Rejection(UNPARSABLE_EVENT_TIME, f"event time {event_time_ms} out of range")
     value = record.get("value")
     if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, int | Decimal):
             return Rejection(BAD_VALUE, f"'value' must be a number, got {str(value)[:80]!r}",
                              event_time_ms)
-        value = float(value)
-        if not math.isfinite(value):
-            return Rejection(BAD_VALUE, "'value' is not finite", event_time_ms)
+        value = to_exact(value)
+        if value is None:
+            return Rejection(BAD_VALUE, f"'value' does not fit DECIMAL(38, {SCALE})",
+                             event_time_ms)
     return ParsedEvent(key=key, event_time_ms=event_time_ms, value=value, fields=record)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def check_event_time_bounds(event_time_ms: int, ingest_time_ms: int, max_future_ms: int,

@@ -6,7 +6,7 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     DateType,
-    DoubleType,
+    DecimalType,
     IntegerType,
     LongType,
     StringType,
@@ -35,7 +35,7 @@ ARRIVAL_LOG_SCHEMA = StructType([
     StructField("ingest_time", TimestampType(), False),
     StructField("watermark_ms", LongType(), False),
     StructField("watermark", TimestampType(), True),
-    StructField("value", DoubleType(), True),
+    StructField("value", DecimalType(38, 9), True),
     StructField("payload", StringType(), False),
 ])
 
@@ -74,7 +74,7 @@ LATE_RECORDS_SCHEMA = StructType([
     StructField("window_start_ms", LongType(), False),
     StructField("window_end_ms", LongType(), False),
     StructField("window_end_date", DateType(), False),
-    StructField("value", DoubleType(), True),
+    StructField("value", DecimalType(38, 9), True),
 ])
 
 RESULT_KEY_COLUMNS = ("key", "window_start_ms", "window_end_ms")

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from jobs import tables
 from jobs.delta_io import read_table_or_none, replace_range
 from jobs.settings import PlatformSettings
+from operators.numbers import SPARK_TYPE
 from operators.pipeline import AggregateSpec, PipelineSpec, WindowSpec
 from operators.time import MIN_WATERMARK
 
@@ -73,12 +74,25 @@ def window_end_date(end_ms: Column, time_zone: str) -> Column:
 
 
 def _aggregate_column(spec: AggregateSpec) -> Column:
+    """Exact decimal aggregates, as the operator library computes them (operators/numbers.py):
+    no result depends on how rows were partitioned or ordered."""
     if spec.fn == "count":
-        return F.count(F.lit(1)).alias(spec.name)
-    source = F.col("value") if spec.field == "value" else F.get_json_object(
-        F.col("payload"), f"$.{spec.field}").cast("double")
-    function = {"sum": F.sum, "min": F.min, "max": F.max, "mean": F.avg}[spec.fn]
+        if spec.field is None:
+            return F.count(F.lit(1)).alias(spec.name)
+        present = F.col("value") if spec.field == "value" else F.get_json_object(
+            F.col("payload"), f"$.{spec.field}")
+        return F.count(present).alias(spec.name)
+    source = _field(spec.field)
+    if spec.fn == "mean":
+        return (F.sum(source).cast("double") / F.count(source)).alias(spec.name)
+    function = {"sum": F.sum, "min": F.min, "max": F.max}[spec.fn]
     return function(source).alias(spec.name)
+
+
+def _field(name: str) -> Column:
+    if name == "value":
+        return F.col("value")
+    return F.expr(f"try_cast(get_json_object(payload, '$.{name}') AS {SPARK_TYPE})")
 
 
 def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,

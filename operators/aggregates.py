@@ -11,16 +11,20 @@ Two shapes, as in Flink:
   ``globalState()``). It needs the elements buffered.
 
 Built-ins follow SQL (and so Spark's vectorised backfill): ``count`` without a field counts
-elements, with a field counts non-null values; ``sum``/``min``/``max``/``mean`` ignore missing
-and null values and give ``None`` when there are none; ``mean`` is a float.
+elements, with a field counts non-null values; ``sum``/``min``/``max``/``mean`` ignore missing,
+null and non-numeric values and give ``None`` when there are none. ``sum``/``min``/``max`` are
+exact decimals and ``mean`` is a float computed from the exact sum (operators/numbers.py), so no
+result depends on the order in which elements were added.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any, Protocol
 
 from operators.evictors import Element
+from operators.numbers import add_exact, to_double, to_exact
 from operators.pipeline import AggregateSpec
 from operators.windows import TimeWindow
 
@@ -58,7 +62,13 @@ class Count:
         return accumulator
 
 
+def _value(element: Mapping[str, Any] | None, field: str) -> Decimal | None:
+    return None if element is None else to_exact(element.get(field))
+
+
 class Sum:
+    """Exact: the accumulator is a decimal string (JSON-able), see operators/numbers.py."""
+
     def __init__(self, field: str) -> None:
         self.field = field
 
@@ -66,18 +76,18 @@ class Sum:
         return None
 
     def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
-        value = None if element is None else element.get(self.field)
+        value = _value(element, self.field)
         if value is None:
             return accumulator
-        return value if accumulator is None else accumulator + value
+        return str(value if accumulator is None else add_exact(Decimal(accumulator), value))
 
     def merge(self, a: Any, b: Any) -> Any:
         if a is None:
             return b
-        return a if b is None else a + b
+        return a if b is None else str(add_exact(Decimal(a), Decimal(b)))
 
-    def get_result(self, accumulator: Any) -> Any:
-        return accumulator
+    def get_result(self, accumulator: Any) -> Decimal | None:
+        return None if accumulator is None else Decimal(accumulator)
 
 
 class Min:
@@ -87,54 +97,56 @@ class Min:
     def create_accumulator(self) -> Any:
         return None
 
+    def _better(self, candidate: Decimal, current: Decimal) -> bool:
+        return candidate < current
+
     def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
-        value = None if element is None else element.get(self.field)
+        value = _value(element, self.field)
         if value is None:
             return accumulator
-        return value if accumulator is None or value < accumulator else accumulator
+        if accumulator is None or self._better(value, Decimal(accumulator)):
+            return str(value)
+        return accumulator
 
     def merge(self, a: Any, b: Any) -> Any:
         if a is None:
             return b
-        return a if b is None or a <= b else b
+        if b is None:
+            return a
+        return b if self._better(Decimal(b), Decimal(a)) else a
 
-    def get_result(self, accumulator: Any) -> Any:
-        return accumulator
+    def get_result(self, accumulator: Any) -> Decimal | None:
+        return None if accumulator is None else Decimal(accumulator)
 
 
 class Max(Min):
-    def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
-        value = None if element is None else element.get(self.field)
-        if value is None:
-            return accumulator
-        return value if accumulator is None or value > accumulator else accumulator
-
-    def merge(self, a: Any, b: Any) -> Any:
-        if a is None:
-            return b
-        return a if b is None or a >= b else b
+    def _better(self, candidate: Decimal, current: Decimal) -> bool:
+        return candidate > current
 
 
 class Mean:
-    """Accumulator ``[sum, count]``; the result is ``sum / count`` as a float."""
+    """Accumulator ``[exact sum as a string, count]``; the result is
+    ``double(sum) / count``, the same division in every engine."""
 
     def __init__(self, field: str) -> None:
         self.field = field
 
     def create_accumulator(self) -> list[Any]:
-        return [0, 0]
+        return ["0", 0]
 
     def add(self, element: Mapping[str, Any] | None, accumulator: list[Any]) -> list[Any]:
-        value = None if element is None else element.get(self.field)
+        value = _value(element, self.field)
         if value is None:
             return accumulator
-        return [accumulator[0] + value, accumulator[1] + 1]
+        return [str(add_exact(Decimal(accumulator[0]), value)), accumulator[1] + 1]
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
-        return [a[0] + b[0], a[1] + b[1]]
+        return [str(add_exact(Decimal(a[0]), Decimal(b[0]))), a[1] + b[1]]
 
     def get_result(self, accumulator: list[Any]) -> float | None:
-        return None if accumulator[1] == 0 else accumulator[0] / accumulator[1]
+        if accumulator[1] == 0:
+            return None
+        return to_double(Decimal(accumulator[0])) / accumulator[1]
 
 
 BUILTIN_AGGREGATES = {"count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean}

@@ -18,6 +18,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,13 @@ def _watermark_out(watermark: int) -> int | None:
 def pane_to_json(pane: Pane) -> dict[str, Any]:
     return {"key": pane.key, "window_start": pane.window_start, "window_end": pane.window_end,
             "pane_index": pane.pane_index, "timing": pane.timing, "is_last": pane.is_last,
-            "values": pane.values}
+            "values": {name: _json_number(value) for name, value in pane.values.items()}}
+
+
+def _json_number(value: Any) -> Any:
+    """Exact decimal results print as JSON numbers (their shortest double form, which is the
+    decimal itself for up to 15 significant digits)."""
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def late_to_json(record: LateRecord) -> dict[str, Any]:

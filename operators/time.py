@@ -6,8 +6,10 @@ Integers keep comparisons exact and cheap and serialise compactly; Flink does th
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
+from decimal import Decimal
 
 MIN_WATERMARK = -(2**63)
 """The watermark before anything is known (Flink's ``Long.MIN_VALUE``)."""
@@ -61,8 +63,8 @@ def parse_timestamp_ms(value: object) -> int:
         raise ValueError("event time is a boolean")
     if isinstance(value, int):
         return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+    if isinstance(value, float | Decimal):
+        if not math.isfinite(value):
             raise ValueError("event time is not a finite number")
         return int(value)
     if isinstance(value, str):

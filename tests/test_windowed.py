@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.spark
 
 BASE = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 ARRIVAL_COLUMNS = ("arrival_seq long, key string, event_time_ms long, watermark_ms long, "
-                   "ingest_time_ms long, value double, payload string")
+                   "ingest_time_ms long, value decimal(38,9), payload string")
 
 
 def _pipeline(window: dict, lateness: int):
@@ -86,7 +87,7 @@ def streams(draw):
             watermark += draw(st.integers(1, 8)) * 5_000 + draw(st.sampled_from([-1, 0, 1]))
         t = BASE + draw(st.integers(0, 20)) * 5_000 + draw(st.sampled_from([-1, 0, 1]))
         arrivals.append(Arrival(seq, draw(st.sampled_from(["a", "b", "c"])), t, watermark,
-                                float(draw(st.integers(0, 8))) / 2))
+                                Decimal(draw(st.integers(-10**6, 10**6))).scaleb(-3)))
     return arrivals, _pipeline(window, lateness)
 
 
@@ -101,9 +102,9 @@ def test_vectorised_windows_equal_the_stream_simulation(spark, case):
 def test_a_record_exactly_at_the_watermark_with_zero_lateness(spark):
     # window [0, 10s) of BASE: max_timestamp = BASE + 9_999
     spec = _pipeline({"type": "tumbling", "size": "10s"}, 0)
-    on_time = Arrival(0, "k", BASE + 9_999, BASE + 9_998, 1.0)
-    at_watermark = Arrival(1, "k", BASE + 9_999, BASE + 9_999, 2.0)  # max_ts <= watermark: late
-    closer = Arrival(2, "k", BASE + 30_000, BASE + 20_000, 4.0)
+    on_time = Arrival(0, "k", BASE + 9_999, BASE + 9_998, Decimal(1))
+    at_watermark = Arrival(1, "k", BASE + 9_999, BASE + 9_999, Decimal(2))  # max_ts <= W: late
+    closer = Arrival(2, "k", BASE + 30_000, BASE + 20_000, Decimal(4))
     _check_against_reference(spark, [on_time, at_watermark, closer], spec)
     outputs = compute_windows(_arrivals_frame(spark, [on_time, at_watermark, closer]), None, spec)
     assert [r.arrival_seq for r in outputs.late.collect()] == [1]

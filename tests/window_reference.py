@@ -9,6 +9,7 @@ closed form it checks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class Arrival:
     key: str
     event_time_ms: int
     watermark_ms: int
-    value: float
+    value: Decimal
 
 
 @dataclass
@@ -60,7 +61,7 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
         latest[name] = {
             "pane_index": state.panes, "timing": timing, "is_last": cleanup,
             "events": len(state.records),
-            "value_sum": sum(r.value for r in state.records),
+            "value_sum": sum((r.value for r in state.records), Decimal(0)),
         }
         state.panes += 1
 

@@ -23,11 +23,14 @@ def read_table_or_none(spark: SparkSession, path: str) -> DataFrame | None:
     return spark.read.format("delta").load(path)
 
 
-def append_idempotent(frame: DataFrame, path: str, *, app_id: str, version: int) -> None:
+def append_idempotent(frame: DataFrame, path: str, *, app_id: str, version: int,
+                      partition_by: str | None = None) -> None:
     """Append unless this ``(app_id, version)`` already landed in the table."""
-    (frame.write.format("delta").mode("append")
-     .option("txnAppId", app_id).option("txnVersion", version)
-     .save(path))
+    writer = (frame.write.format("delta").mode("append")
+              .option("txnAppId", app_id).option("txnVersion", version))
+    if partition_by:
+        writer = writer.partitionBy(partition_by)
+    writer.save(path)
 
 
 def _literal(value: str | int) -> str:

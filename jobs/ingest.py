@@ -233,9 +233,11 @@ def ingest(spark: SparkSession, settings: PlatformSettings,
     records = len(good["key"])
     arrivals = _arrival_frame(spark, good, plan)
     rejects = _quarantine_frame(spark, bad, plan)
-    append_idempotent(arrivals, settings.table_path(tables.ARRIVAL_LOG),
+    # one file per batch, rows in arrival_seq order: a stream over the log then reads it in
+    # arrival order (Delta serves commits in order, but a commit's files in any order)
+    append_idempotent(arrivals.coalesce(1), settings.table_path(tables.ARRIVAL_LOG),
                       app_id="ingest-arrival-log", version=plan.batch_id)
-    append_idempotent(rejects, settings.table_path(tables.QUARANTINE),
+    append_idempotent(rejects.coalesce(1), settings.table_path(tables.QUARANTINE),
                       app_id="ingest-quarantine", version=plan.batch_id)
     state = {"watermarks": watermarks.snapshot(), "last_ingest_ms": last_ingest}
     _write_manifest(spark, settings, plan, "committed", records, len(bad["reason"]), state)

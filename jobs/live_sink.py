@@ -1,0 +1,138 @@
+"""Write one micro-batch of the live stream to the Delta tables, idempotently.
+
+A micro-batch may run again after a failure (Spark re-runs the batch that was not committed to
+the checkpoint); every write below leaves the tables as if it had run once:
+
+- panes: ``MERGE`` into the results table keeping the highest ``pane_index`` per key and
+  window, under a Delta transaction id (app id of the checkpoint, version = batch id);
+- late records and per-batch metrics: appends with the same transaction id;
+- per-day metrics: recomputed from the arrival log up to the batch's last ``arrival_seq`` and
+  replacing exactly the days the batch touched, the same function the backfill runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from jobs import tables
+from jobs.delta_io import append_idempotent, read_table_or_none, replace_range, table_exists
+from jobs.settings import PlatformSettings
+from jobs.windowed import compute_windows, window_end_date
+
+BATCH_METRICS = "late_data_metrics_batches"
+
+
+def app_id_for(checkpoint: str) -> str:
+    """A Delta transaction app id per checkpoint: a new checkpoint is a new writer."""
+    return "live-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+
+
+@dataclass
+class BatchSink:
+    spark: SparkSession
+    settings: PlatformSettings
+    app_id: str
+    progress: Callable[[str], None] = print
+    batches: list[dict] = field(default_factory=list)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            self._write(batch, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _write(self, batch: DataFrame, batch_id: int) -> None:
+        spec = self.settings.pipeline
+        stats = (batch.groupBy("kind")
+                 .agg(F.count(F.lit(1)).alias("rows"), F.sum("records").alias("records"),
+                      F.max("arrival_seq").alias("max_seq"),
+                      F.least(F.min("min_event_ms"), F.min("min_ingest_ms")).alias("first_ms"),
+                      F.greatest(F.max("max_event_ms") + F.lit(spec.window.size_ms or 0),
+                                 F.max("max_ingest_ms")).alias("last_ms")).collect())
+        by_kind = {row.kind: row for row in stats}
+        if not by_kind:
+            return  # a batch with no output at all
+        self._merge_panes(batch.where(F.col("kind") == "pane"), batch_id)
+        late = batch.where(F.col("kind") == "late")
+        append_idempotent(self._late_rows(late), self.settings.table_path(tables.LATE_RECORDS),
+                          app_id=self.app_id, version=batch_id, partition_by="window_end_date")
+        progress = by_kind.get("progress")
+        if progress is not None:
+            self._refresh_day_metrics(progress.max_seq, progress.first_ms, progress.last_ms)
+        summary = {
+            "batch_id": batch_id,
+            "records": int(progress.records) if progress else 0,
+            "max_arrival_seq": int(progress.max_seq) if progress else None,
+            "panes": int(by_kind["pane"].rows) if "pane" in by_kind else 0,
+            "late_records": int(by_kind["late"].rows) if "late" in by_kind else 0,
+        }
+        frame = self.spark.createDataFrame(
+            [summary], "batch_id long, records long, max_arrival_seq long, panes long, "
+                       "late_records long")
+        append_idempotent(frame, self.settings.table_path(BATCH_METRICS), app_id=self.app_id,
+                          version=batch_id)
+        self.batches.append(summary)
+        self.progress(f"live: batch {batch_id}: {summary['records']} records, "
+                      f"{summary['panes']} panes, {summary['late_records']} late")
+
+    def _late_rows(self, late: DataFrame) -> DataFrame:
+        zone = self.settings.time_zone
+        return (late.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+                .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), zone))
+                .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
+
+    def _merge_panes(self, panes: DataFrame, batch_id: int) -> None:
+        spec = self.settings.pipeline
+        latest = Window.partitionBy("key", "window_start_ms", "window_end_ms") \
+            .orderBy(F.col("pane_index").desc())
+        rows = (panes.withColumn("_rank", F.row_number().over(latest))
+                .where(F.col("_rank") == 1)
+                .withColumn("window_start", F.timestamp_millis("window_start_ms"))
+                .withColumn("window_end", F.timestamp_millis("window_end_ms"))
+                .withColumn("window_end_date",
+                            window_end_date(F.col("window_end_ms"), self.settings.time_zone))
+                .select("key", "window_start_ms", "window_end_ms", "window_start", "window_end",
+                        "window_end_date", *tables.PANE_COLUMNS,
+                        *[F.col(f"agg_{a.name}").alias(a.name) for a in spec.aggregates]))
+        path = self.settings.table_path(tables.WINDOW_RESULTS)
+        if not table_exists(self.spark, path):
+            rows.where(F.lit(False)).write.format("delta").partitionBy("window_end_date") \
+                .save(path)
+        conf = self.spark.conf
+        conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        try:
+            (DeltaTable.forPath(self.spark, path).alias("t")
+             .merge(rows.alias("s"), "t.key = s.key AND t.window_start_ms = s.window_start_ms "
+                                     "AND t.window_end_ms = s.window_end_ms")
+             .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index")
+             .whenNotMatchedInsertAll()
+             .execute())
+        finally:
+            conf.unset("spark.databricks.delta.write.txnAppId")
+            conf.unset("spark.databricks.delta.write.txnVersion")
+
+    def _refresh_day_metrics(self, max_seq: int, first_ms: int, last_ms: int) -> None:
+        """The days this batch's records can touch (their windows' end days and their ingest
+        days, where quarantine counts go), recomputed from the log as the backfill computes
+        them, so live and backfill metrics are the same function of the same log."""
+        spec = self.settings.pipeline
+        zone = self.settings.time_zone
+        day = F.to_date(F.from_utc_timestamp(F.timestamp_millis(F.lit(first_ms)), zone))
+        last = F.to_date(F.from_utc_timestamp(F.timestamp_millis(F.lit(last_ms)), zone))
+        first_day, last_day = (str(v) for v in self.spark.range(1).select(day, last).first())
+        log = self.spark.read.format("delta").load(
+            self.settings.table_path(tables.ARRIVAL_LOG)).where(F.col("arrival_seq") <= max_seq)
+        quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
+        outputs = compute_windows(log, quarantine, spec, self.settings.time_zone, first_day,
+                                  last_day)
+        replace_range(outputs.metrics, self.settings.table_path(tables.LATE_DATA_METRICS),
+                      column="window_end_date", first=first_day, last=last_day,
+                      partition_by="window_end_date")

@@ -1,0 +1,187 @@
+"""Backfill and live throughput against plain Spark on the same data, in the same run.
+
+Not a test. Run: ``.venv/bin/python benchmarks/bench_backfill.py`` (``--quick`` for a smoke
+run, ``--sizes 1000000 3000000`` to choose). For each size it builds an arrival log (one
+partition, bounded out-of-orderness, the watermark each record carried computed exactly as
+ingest does), then times:
+
+- plain Spark: ``groupBy(window(event_time, ...), key).agg(count, sum)`` written to Delta (no
+  watermark, no lateness: the number users compare with);
+- the platform's vectorised backfill, results only (``compute_windows(...).results`` to Delta),
+  and the full backfill (results, late records and late-data metrics, as Dagster runs it);
+
+for a tumbling and a sliding window, and prints times and the ratio to plain Spark. Then the
+live job over the smaller log, one arrival-log file per micro-batch: per-batch latency.
+Absolute times on a shared 2-core machine are noisy; the ratio is the figure that counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pyspark.sql import functions as F  # noqa: E402
+
+from jobs import tables  # noqa: E402
+from jobs.live import run_live  # noqa: E402
+from jobs.settings import PlatformSettings  # noqa: E402
+from jobs.spark import get_spark  # noqa: E402
+from jobs.windowed import compute_windows, run_backfill  # noqa: E402
+from operators.time import MIN_WATERMARK  # noqa: E402
+
+START_MS = 1_767_225_600_000
+PIPELINES = {
+    "tumbling 1m": "window: {type: tumbling, size: 1m}",
+    "sliding 5m/1m": "window: {type: sliding, size: 5m, slide: 1m}",
+}
+PIPELINE_TEMPLATE = """
+watermark: {{strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}}
+{window}
+allowed_lateness: 30s
+aggregates:
+  - {{name: events, fn: count}}
+  - {{name: value_sum, fn: sum, field: value}}
+"""
+
+
+def arrival_log(n: int, keys: int, seed: int = 1) -> pd.DataFrame:
+    """``n`` records over a day, out of order by an exponential delay (some very late), in
+    arrival order, each with the watermark in force when it arrived (max event time of the
+    records before it - 5 s - 1 ms, as the bounded out-of-orderness strategy gives)."""
+    rng = np.random.default_rng(seed)
+    event = START_MS + np.sort(rng.integers(0, 86_400_000, n))
+    delay = rng.exponential(1_000, n) + (rng.random(n) < 0.01) * rng.uniform(0, 600_000, n)
+    order = np.argsort(event + delay.astype(np.int64), kind="stable")
+    event = event[order]
+    seen = np.maximum.accumulate(event)
+    watermark = np.empty(n, dtype=np.int64)
+    watermark[0] = MIN_WATERMARK
+    watermark[1:] = seen[:-1] - 5_000 - 1
+    ingest = np.maximum.accumulate(event + delay[order].astype(np.int64))
+    return pd.DataFrame({
+        "arrival_seq": np.arange(n, dtype=np.int64),
+        "key": pd.Series(rng.integers(0, keys, n)).map(lambda k: f"user-{k:04d}").to_numpy(),
+        "event_time_ms": event, "ingest_time_ms": ingest, "watermark_ms": watermark,
+        "value": np.round(rng.gamma(2.0, 10.0, n), 2),
+    })
+
+
+def write_log(spark, frame: pd.DataFrame, settings: PlatformSettings, files: int) -> None:
+    """The log as ingest writes it: ``files`` commits of one file each, in arrival order."""
+    path = settings.table_path(tables.ARRIVAL_LOG)
+    for part in np.array_split(frame, files):
+        (spark.createDataFrame(part)
+         .withColumn("value", F.col("value").cast("decimal(38,9)"))
+         .withColumn("payload", F.lit("{}"))
+         .withColumn("event_time", F.timestamp_millis("event_time_ms"))
+         .coalesce(1).write.format("delta").mode("append").save(path))
+
+
+def timed(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def plain_spark(spark, settings: PlatformSettings, window: str, out: str) -> None:
+    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
+    size, _, slide = window.partition("/")
+    spark_window = (F.window("event_time", size) if not slide
+                    else F.window("event_time", size, slide))
+    (log.groupBy(spark_window, "key")
+     .agg(F.count(F.lit(1)).alias("events"), F.sum("value").alias("value_sum"))
+     .write.format("delta").mode("overwrite").save(out))
+
+
+def platform_results_only(spark, settings: PlatformSettings, out: str) -> None:
+    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
+    outputs = compute_windows(log, None, settings.pipeline, first_day="2026-01-01",
+                              last_day="2026-01-02")
+    outputs.results.write.format("delta").mode("overwrite").save(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 3_000_000])
+    parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--live-batches", type=int, default=12)
+    parser.add_argument("--live-batch-records", type=int, default=5_000)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.live_batches, args.live_batch_records = [50_000, 150_000], 4, 2_000
+    spark = get_spark("local[2]", shuffle_partitions=4, app_name="bench")
+    root = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
+    rows = []
+    try:
+        for size in args.sizes:
+            frame = arrival_log(size, args.keys)
+            for name, window in PIPELINES.items():
+                home = root / f"{size}-{name.split()[0]}"
+                pipeline = home / "pipeline.yaml"
+                home.mkdir(parents=True)
+                pipeline.write_text(PIPELINE_TEMPLATE.format(window=window))
+                settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
+                                                      "PLATFORM_PIPELINE": str(pipeline)})
+                write_log(spark, frame, settings, files=4)
+                spark_window = "1 minute" if "tumbling" in name else "5 minutes/1 minute"
+                timings = {}
+                for label, action in (
+                    ("plain", lambda s=settings, w=spark_window, h=home:
+                        plain_spark(spark, s, w, str(h / "plain"))),
+                    ("results", lambda s=settings, h=home:
+                        platform_results_only(spark, s, str(h / "results"))),
+                    ("full", lambda s=settings: run_backfill(spark, s, progress=lambda _: None)),
+                ):
+                    action()  # warm-up: JIT, Python workers, file listing caches
+                    timings[label] = min(timed(action) for _ in range(2))
+                rows.append((size, name, timings))
+                print(f"{size:>9,} {name:<14} plain {timings['plain']:6.2f}s   platform results "
+                      f"{timings['results']:6.2f}s ({timings['results'] / timings['plain']:.2f}x)"
+                      f"   full backfill {timings['full']:6.2f}s "
+                      f"({timings['full'] / timings['plain']:.2f}x)", flush=True)
+        live_latency(spark, root, args.live_batches, args.live_batch_records, args.keys)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("\nsize       window         plain s   results s  ratio   full s  ratio  "
+          "records/s (results)")
+    for size, name, t in rows:
+        print(f"{size:>9,}  {name:<13} {t['plain']:8.2f} {t['results']:10.2f} "
+              f"{t['results'] / t['plain']:6.2f} {t['full']:8.2f} {t['full'] / t['plain']:6.2f}"
+              f"  {size / t['results']:>12,.0f}")
+
+
+def live_latency(spark, root: Path, batches: int, per_batch: int, keys: int) -> None:
+    """The live job with one arrival-log file per micro-batch of ``per_batch`` records."""
+    home = root / "live"
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    write_log(spark, arrival_log(batches * per_batch, keys, seed=2), settings, files=batches)
+    durations: list[float] = []
+    last = [time.perf_counter()]
+
+    def tick(message: str) -> None:
+        if message.startswith("live: batch"):
+            now = time.perf_counter()
+            durations.append(now - last[0])
+            last[0] = now
+
+    report = run_live(spark, settings, max_files_per_trigger=1, progress=tick)
+    steady = durations[1:-1] or durations  # the first batch starts Python workers
+    print(f"\nlive: {len(report.batches)} micro-batches of ~{per_batch:,} records: batch "
+          f"latency p50 {statistics.median(steady):.2f}s, max {max(steady):.2f}s, first "
+          f"{durations[0]:.2f}s; steady throughput {per_batch / statistics.median(steady):,.0f}"
+          f" records/s")
+
+
+if __name__ == "__main__":
+    main()

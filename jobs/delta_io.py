@@ -49,3 +49,9 @@ def replace_range(frame: DataFrame, path: str, *, column: str, first: str | int,
     if partition_by:
         writer = writer.partitionBy(partition_by)
     writer.save(path)
+
+
+def rows_written(spark: SparkSession, path: str) -> int:
+    """Rows the table's last commit wrote, from Delta's own commit metrics (no re-read)."""
+    metrics = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()[0]
+    return int((metrics or {}).get("numOutputRows", 0))

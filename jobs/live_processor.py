@@ -49,6 +49,7 @@ BASE_OUTPUT = [
     ("watermark_ms", "long"),
     ("value", SPARK_TYPE),
     ("records", "long"),
+    ("min_arrival_seq", "long"),
     ("min_event_ms", "long"),
     ("max_event_ms", "long"),
     ("min_ingest_ms", "long"),
@@ -163,6 +164,7 @@ class WindowProcessor(StatefulProcessor):
         output = self._emitted(key_value, extras)
         output.append({"kind": "progress", "key": key_value,
                        "arrival_seq": int(frame.arrival_seq.max()), "records": len(frame),
+                       "min_arrival_seq": int(frame.arrival_seq.min()),
                        "min_event_ms": int(frame.event_time_ms.min()),
                        "max_event_ms": int(frame.event_time_ms.max()),
                        "min_ingest_ms": int(frame.ingest_time_ms.min()),

@@ -23,7 +23,13 @@ from pyspark.sql import functions as F
 from jobs import tables
 from jobs.delta_io import append_idempotent, read_table_or_none, replace_range, table_exists
 from jobs.settings import PlatformSettings
-from jobs.windowed import compute_windows, window_end_date
+from jobs.windowed import (
+    classify,
+    compute_windows,
+    lateness_aggregates,
+    lateness_columns,
+    window_end_date,
+)
 
 BATCH_METRICS = "late_data_metrics_batches"
 
@@ -53,6 +59,7 @@ class BatchSink:
         stats = (batch.groupBy("kind")
                  .agg(F.count(F.lit(1)).alias("rows"), F.sum("records").alias("records"),
                       F.max("arrival_seq").alias("max_seq"),
+                      F.min("min_arrival_seq").alias("min_seq"),
                       F.least(F.min("min_event_ms"), F.min("min_ingest_ms")).alias("first_ms"),
                       F.greatest(F.max("max_event_ms") + F.lit(spec.window.size_ms or 0),
                                  F.max("max_ingest_ms")).alias("last_ms")).collect())
@@ -69,18 +76,34 @@ class BatchSink:
         summary = {
             "batch_id": batch_id,
             "records": int(progress.records) if progress else 0,
-            "max_arrival_seq": int(progress.max_seq) if progress else None,
+            "first_arrival_seq": int(progress.min_seq) if progress else None,
+            "last_arrival_seq": int(progress.max_seq) if progress else None,
             "panes": int(by_kind["pane"].rows) if "pane" in by_kind else 0,
             "late_records": int(by_kind["late"].rows) if "late" in by_kind else 0,
         }
-        frame = self.spark.createDataFrame(
-            [summary], "batch_id long, records long, max_arrival_seq long, panes long, "
-                       "late_records long")
-        append_idempotent(frame, self.settings.table_path(BATCH_METRICS), app_id=self.app_id,
+        append_idempotent(self._batch_metrics(summary),
+                          self.settings.table_path(BATCH_METRICS), app_id=self.app_id,
                           version=batch_id)
         self.batches.append(summary)
         self.progress(f"live: batch {batch_id}: {summary['records']} records, "
                       f"{summary['panes']} panes, {summary['late_records']} late")
+
+    def _batch_metrics(self, summary: dict) -> DataFrame:
+        """The micro-batch's own row: its arrival range, what it emitted, and the lateness of
+        the records it consumed (the same aggregates as the per-day metrics)."""
+        header = self.spark.createDataFrame(
+            [summary], "batch_id long, records long, first_arrival_seq long, "
+                       "last_arrival_seq long, panes long, late_records long")
+        log = self.spark.read.format("delta").load(self.settings.table_path(tables.ARRIVAL_LOG))
+        first, last = summary["first_arrival_seq"], summary["last_arrival_seq"]
+        consumed = log.where(F.col("arrival_seq").between(
+            first if first is not None else 0, last if last is not None else -1))
+        lateness = (classify(consumed, self.settings.pipeline, self.settings.time_zone)
+                    .agg(*lateness_aggregates())
+                    .select(*[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
+                              ("on_time", "late_within_lateness", "dropped_late")],
+                            *lateness_columns()))
+        return header.crossJoin(lateness)
 
     def _late_rows(self, late: DataFrame) -> DataFrame:
         zone = self.settings.time_zone

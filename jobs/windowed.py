@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.delta_io import read_table_or_none, replace_range
+from jobs.delta_io import read_table_or_none, replace_range, rows_written
 from jobs.settings import PlatformSettings
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import AggregateSpec, PipelineSpec, WindowSpec
@@ -43,6 +43,9 @@ class WindowOutputs:
     metrics: DataFrame
     first_day: str
     last_day: str
+    assigned: DataFrame
+    """The (record, window) rows all three outputs derive from: cache it when writing more
+    than one output, so the log is read and windows assigned once."""
 
 
 def _slide(window: WindowSpec) -> int:
@@ -105,23 +108,15 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
             f"the vectorised path handles tumbling/sliding windows with the event-time trigger; "
             f"this pipeline has a {spec.window.type} window"
         )
-    window, lateness = spec.window, spec.allowed_lateness_ms
+    lateness = spec.allowed_lateness_ms
     log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]
-    assigned = assign_windows(arrivals, window).withColumn(
-        "window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
+    assigned = classify(arrivals, spec, time_zone)
     if first_day is None or last_day is None:
         bounds = assigned.agg(F.min("window_end_date"), F.max("window_end_date")).first()
         first_day = first_day or (str(bounds[0]) if bounds[0] else "1970-01-01")
         last_day = last_day or (str(bounds[1]) if bounds[1] else "1970-01-01")
     assigned = assigned.where(F.col("window_end_date").between(first_day, last_day))
     max_ts = F.col("window_end_ms") - F.lit(1)
-    w = F.col("watermark_ms")
-    assigned = assigned.withColumn(
-        "_class",
-        F.when(max_ts + F.lit(lateness) <= w, F.lit("dropped"))
-        .when(w < max_ts, F.lit("on_time"))
-        .otherwise(F.lit("late_within")),
-    )
 
     late = (assigned.where(F.col("_class") == "dropped")
             .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
@@ -151,26 +146,49 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
                        *[a.name for a in spec.aggregates]))
 
     metrics = _metrics(assigned, quarantine, time_zone, first_day, last_day)
-    return WindowOutputs(results, late, metrics, first_day, last_day)
+    return WindowOutputs(results, late, metrics, first_day, last_day, assigned)
 
 
-def _metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
-             first_day: str, last_day: str) -> DataFrame:
+LATENESS_COLUMNS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms", "lateness_max_ms",
+                    "watermark_lag_p50_ms", "watermark_lag_max_ms")
+
+
+def lateness_aggregates() -> list[Column]:
+    """Counts per class and the lateness distribution over (record, window) assignments; the
+    per-day and the per-micro-batch metrics are both these, grouped differently."""
     w = F.col("watermark_ms")
     known = w != MIN_WATERMARK
     lateness = F.when(known, F.greatest(F.lit(0), w - F.col("event_time_ms"))).otherwise(0)
     lag = F.when(known, F.col("ingest_time_ms") - w)
-    per_day = (assigned.groupBy("window_end_date").agg(
-        F.sum(F.when(F.col("_class") == "on_time", 1).otherwise(0)).cast("long").alias("on_time"),
-        F.sum(F.when(F.col("_class") == "late_within", 1).otherwise(0)).cast("long")
-        .alias("late_within_lateness"),
-        F.sum(F.when(F.col("_class") == "dropped", 1).otherwise(0)).cast("long")
-        .alias("dropped_late"),
+
+    def count(kind: str) -> Column:
+        return F.sum(F.when(F.col("_class") == kind, 1).otherwise(0)).cast("long")
+
+    return [
+        count("on_time").alias("on_time"),
+        count("late_within").alias("late_within_lateness"),
+        count("dropped").alias("dropped_late"),
         F.percentile(lateness, [0.5, 0.95, 0.99]).alias("_lateness"),
         F.max(lateness).cast("long").alias("lateness_max_ms"),
-        F.percentile(lag, 0.5).alias("watermark_lag_p50_ms"),
+        F.percentile(lag, 0.5).alias("_lag_p50"),
         F.max(lag).cast("long").alias("watermark_lag_max_ms"),
-    ))
+    ]
+
+
+def lateness_columns() -> list[Column]:
+    """The aggregates above, finished: exact percentiles rounded to µs-of-a-ms for display."""
+    return [
+        *[F.round(F.col("_lateness")[i], 3).alias(name) for i, name in
+          enumerate(LATENESS_COLUMNS[:3])],
+        F.col("lateness_max_ms"),
+        F.round("_lag_p50", 3).alias("watermark_lag_p50_ms"),
+        F.col("watermark_lag_max_ms"),
+    ]
+
+
+def _metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
+             first_day: str, last_day: str) -> DataFrame:
+    per_day = assigned.groupBy("window_end_date").agg(*lateness_aggregates())
     if quarantine is not None:
         day = F.to_date(F.from_utc_timestamp(F.col("ingest_time"), time_zone))
         quarantined = (quarantine.withColumn("window_end_date", day)
@@ -183,10 +201,23 @@ def _metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
         "window_end_date",
         *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
           for c in ("on_time", "late_within_lateness", "dropped_late", "quarantined")],
-        *[F.round(F.col("_lateness")[i], 3).alias(name) for i, name in
-          enumerate(("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms"))],
-        "lateness_max_ms", F.round("watermark_lag_p50_ms", 3).alias("watermark_lag_p50_ms"),
-        "watermark_lag_max_ms",
+        *lateness_columns(),
+    )
+
+
+def classify(arrivals: DataFrame, spec: PipelineSpec, time_zone: str = "UTC") -> DataFrame:
+    """One row per (record, window) with ``window_end_date`` and ``_class``: on_time,
+    late_within or dropped (docs/semantics.md)."""
+    lateness = spec.allowed_lateness_ms
+    assigned = assign_windows(arrivals, spec.window).withColumn(
+        "window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
+    max_ts = F.col("window_end_ms") - F.lit(1)
+    w = F.col("watermark_ms")
+    return assigned.withColumn(
+        "_class",
+        F.when(max_ts + F.lit(lateness) <= w, F.lit("dropped"))
+        .when(w < max_ts, F.lit("on_time"))
+        .otherwise(F.lit("late_within")),
     )
 
 
@@ -212,20 +243,22 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
     outputs = compute_windows(arrivals, quarantine, settings.pipeline, settings.time_zone,
                               first_day, last_day)
     progress(f"windows: computing partitions {outputs.first_day} .. {outputs.last_day}")
-    for name, frame in ((tables.WINDOW_RESULTS, outputs.results),
-                        (tables.LATE_RECORDS, outputs.late),
-                        (tables.LATE_DATA_METRICS, outputs.metrics)):
-        replace_range(frame, settings.table_path(name), column="window_end_date",
-                      first=outputs.first_day, last=outputs.last_day,
-                      partition_by="window_end_date")
-        progress(f"windows: wrote {name}")
-    day_filter = F.col("window_end_date").between(outputs.first_day, outputs.last_day)
-
-    def count(name: str) -> int:
-        return spark.read.format("delta").load(settings.table_path(name)).where(day_filter).count()
-
+    outputs.assigned.persist()
+    written = {}
+    try:
+        for name, frame in ((tables.WINDOW_RESULTS, outputs.results),
+                            (tables.LATE_RECORDS, outputs.late),
+                            (tables.LATE_DATA_METRICS, outputs.metrics)):
+            path = settings.table_path(name)
+            replace_range(frame, path, column="window_end_date", first=outputs.first_day,
+                          last=outputs.last_day, partition_by="window_end_date")
+            written[name] = rows_written(spark, path)
+            progress(f"windows: wrote {written[name]} rows to {name}")
+    finally:
+        outputs.assigned.unpersist()
     metrics = [row.asDict() for row in spark.read.format("delta")
-               .load(settings.table_path(tables.LATE_DATA_METRICS)).where(day_filter)
+               .load(settings.table_path(tables.LATE_DATA_METRICS))
+               .where(F.col("window_end_date").between(outputs.first_day, outputs.last_day))
                .orderBy("window_end_date").collect()]
-    return BackfillReport(outputs.first_day, outputs.last_day, count(tables.WINDOW_RESULTS),
-                          count(tables.LATE_RECORDS), metrics)
+    return BackfillReport(outputs.first_day, outputs.last_day, written[tables.WINDOW_RESULTS],
+                          written[tables.LATE_RECORDS], metrics)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +20,7 @@ from jobs import tables
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.live import run_live, start_live
+from jobs.live_sink import BATCH_METRICS
 from jobs.settings import PlatformSettings
 from jobs.windowed import run_backfill
 from operators.build import build_driver
@@ -85,6 +87,14 @@ def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, backfi
     report = run_live(spark, settings, max_files_per_trigger=1, **QUIET)
     assert len(report.batches) >= INGEST_BATCHES  # one batch per file, plus timer-only ones
     _assert_identical(backfilled, _snapshot(spark, settings))
+    # per micro-batch metrics: every record consumed once, and the same totals as per day
+    batches = spark.read.format("delta").load(settings.table_path(BATCH_METRICS)).toPandas()
+    log_size = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG)).count()
+    assert batches.records.sum() == log_size == report.records
+    assert batches.batch_id.is_unique
+    per_day = backfilled[tables.LATE_DATA_METRICS]
+    for column in ("on_time", "late_within_lateness", "dropped_late"):
+        assert batches[column].sum() == per_day[column].sum(), column
 
 
 def test_live_with_random_batches_a_crash_and_a_restart_equals_the_backfill(
@@ -106,6 +116,28 @@ def test_live_with_random_batches_a_crash_and_a_restart_equals_the_backfill(
         query.awaitTermination()
     run_live(spark, settings, checkpoint=checkpoint, max_files_per_trigger=sizes.randint(2, 4),
              **QUIET)
+    _assert_identical(backfilled, _snapshot(spark, settings))
+
+
+def test_long_running_trigger_stopped_mid_stream_then_resumed_equals_the_backfill(
+        spark, source, backfilled, tmp_path):
+    """The processing-time trigger (the long-running job), stopped politely after a couple of
+    micro-batches, then finished by an AvailableNow run from the same checkpoint."""
+    settings = _copy_of(source, tmp_path / "live")
+    checkpoint = str(tmp_path / "checkpoint")
+    query, sink = start_live(spark, settings, trigger="1 second", checkpoint=checkpoint,
+                             max_files_per_trigger=1, **QUIET)
+    try:
+        deadline = time.monotonic() + 240
+        while len(sink.batches) < 2 and time.monotonic() < deadline:
+            assert query.exception() is None, query.exception()
+            time.sleep(0.5)
+        assert len(sink.batches) >= 2
+    finally:
+        query.stop()
+    assert sum(b["records"] for b in sink.batches) < spark.read.format("delta").load(
+        settings.table_path(tables.ARRIVAL_LOG)).count(), "stopped before the end of the log"
+    run_live(spark, settings, checkpoint=checkpoint, max_files_per_trigger=2, **QUIET)
     _assert_identical(backfilled, _snapshot(spark, settings))
 
 

@@ -1,0 +1,91 @@
+"""Enrichment on Spark: the async per-partition operator against a plain synchronous UDF.
+
+Not a test. Both run in the same Spark session over the same records against the same real
+service (its own process, 20 ms latency by default):
+
+- ``plain UDF``: a Python UDF that calls the service once per record, blocking (what people
+  write first); its ideal is ``tasks / latency``;
+- ``platform``: ``jobs.enrichment.enrich_frame`` (``mapInPandas``, one asyncio loop and one
+  HTTP session per partition, ``capacity`` calls in flight per task); its ideal is
+  ``tasks * capacity / latency``.
+
+    .venv/bin/python benchmarks/bench_enrichment_spark.py [--quick] [--records 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pyspark.sql import functions as F  # noqa: E402
+
+from benchmarks.bench_enrichment import service_process  # noqa: E402
+from jobs.enrichment import enrich_frame  # noqa: E402
+from jobs.spark import get_spark  # noqa: E402
+from operators.async_io import AsyncEnrichConfig  # noqa: E402
+
+TASKS = 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--udf-records", type=int, default=1_000)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--capacities", default="10,50,100")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.udf_records = 2_000, 200
+    spark = get_spark("local[2]", shuffle_partitions=TASKS, app_name="bench-enrichment")
+    latency_s = args.latency_ms / 1000
+
+    def records(n: int):
+        return (spark.range(n).select(F.col("id").alias("arrival_seq"),
+                                      F.lit(0).cast("long").alias("watermark_ms"),
+                                      F.format_string("user-%04d", F.col("id") % 5000)
+                                      .alias("key"))
+                .repartition(TASKS).cache())
+
+    with service_process(args.latency_ms) as url:
+        udf_input = records(args.udf_records)
+        udf_input.count()
+
+        @F.udf("string")
+        def lookup(key: str) -> str:
+            import urllib.request
+
+            with urllib.request.urlopen(f"{url}/users/{key}", timeout=10) as response:
+                return response.read().decode()
+
+        start = time.perf_counter()
+        udf_input.select(lookup("key").alias("r")).write.format("noop").mode("overwrite").save()
+        udf_s = time.perf_counter() - start
+        udf_rate = args.udf_records / udf_s
+        udf_ideal = TASKS / latency_s
+        print(f"plain UDF      {args.udf_records:>7,} records {udf_s:7.2f}s {udf_rate:9,.0f}/s "
+              f"({udf_rate / udf_ideal:.0%} of its ideal {udf_ideal:,.0f}/s)", flush=True)
+
+        frame = records(args.records)
+        frame.count()
+        for capacity in (int(c) for c in args.capacities.split(",")):
+            config = AsyncEnrichConfig(capacity=capacity, timeout_ms=5_000, record=False)
+            enrich_frame(frame.limit(200), None, url, config).write.format("noop") \
+                .mode("overwrite").save()  # warm-up: Python workers
+            start = time.perf_counter()
+            enrich_frame(frame, None, url, config, partitions=TASKS).write.format("noop") \
+                .mode("overwrite").save()
+            seconds = time.perf_counter() - start
+            rate = args.records / seconds
+            ideal = TASKS * capacity / latency_s
+            print(f"platform c={capacity:<4} {args.records:>7,} records {seconds:7.2f}s "
+                  f"{rate:9,.0f}/s ({rate / ideal:.0%} of ideal {ideal:,.0f}/s; "
+                  f"{rate / udf_rate:.1f}x the plain UDF)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -100,28 +100,33 @@ class WindowProcessor(StatefulProcessor):
     # -- key state in and out -------------------------------------------------------------------
 
     def _load(self, key: str) -> None:
+        """Restore the key. Its state also remembers which Spark timers it registered, so
+        saving needs no ``listTimers`` call: every state-store call is a round trip to the
+        JVM, and with many keys per batch they are the live job's main cost."""
         driver = self.driver
         driver.watermark = MIN_WATERMARK  # each key carries its own clock (in its snapshot)
         driver.processing_time = MIN_WATERMARK
-        if self.state.exists():
-            (snapshot,) = self.state.get()
-            driver.restore_key(key, json.loads(snapshot))
+        stored = self.state.get()
+        self.registered: set[int] = set()
+        if stored is not None:
+            saved = json.loads(stored[0])
+            driver.restore_key(key, saved["operator"])
+            self.registered = set(saved["spark_timers"])
 
     def _save(self, key: str) -> None:
         timers = [ts for kind, ts, _ in self.driver.pending_timers(key)
                   if kind == EVENT_TIME_KIND and ts < MAX_TIMESTAMP]
         snapshot = self.driver.snapshot_key(key, evict=True)
-        if snapshot is None:
+        wanted = {ts - 1 for ts in timers}
+        for ts in self.registered - wanted:
+            self.handle.deleteTimer(ts)
+        for ts in wanted - self.registered:
+            self.handle.registerTimer(ts)
+        if snapshot is None and not wanted:
             self.state.clear()
         else:
-            self.state.update((json.dumps(snapshot, default=_decimal_default,
-                                          separators=(",", ":")),))
-        wanted = {ts - 1 for ts in timers}
-        registered = set(self.handle.listTimers())
-        for ts in registered - wanted:
-            self.handle.deleteTimer(ts)
-        for ts in wanted - registered:
-            self.handle.registerTimer(ts)
+            self.state.update((json.dumps({"operator": snapshot, "spark_timers": sorted(wanted)},
+                                          default=_decimal_default, separators=(",", ":")),))
 
     def _output(self, rows: list[dict[str, Any]]) -> Iterator[pd.DataFrame]:
         """Nullable dtypes per column: an all-null column must not turn into float NaN,
@@ -151,7 +156,10 @@ class WindowProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:  # noqa: N802
         (key_value,) = key
-        frame = pd.concat(list(rows), ignore_index=True).sort_values("arrival_seq", kind="stable")
+        chunks = list(rows)
+        frame = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+        if not frame.arrival_seq.is_monotonic_increasing:
+            frame = frame.sort_values("arrival_seq", kind="stable")
         self._load(key_value)
         extras: dict[int, tuple[int, Decimal | None]] = {}
         driver = self.driver
@@ -176,6 +184,7 @@ class WindowProcessor(StatefulProcessor):
                            ) -> Iterator[pd.DataFrame]:
         (key_value,) = key
         self._load(key_value)
+        self.registered.discard(expiredTimerInfo.getExpiryTimeInMs())  # Spark removed it
         self.driver.advance(timerValues.getCurrentWatermarkInMs() + 1, MIN_WATERMARK)
         output = self._emitted(key_value, {})
         self._save(key_value)

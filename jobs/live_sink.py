@@ -128,13 +128,20 @@ class BatchSink:
         if not table_exists(self.spark, path):
             rows.where(F.lit(False)).write.format("delta").partitionBy("window_end_date") \
                 .save(path)
+        days = rows.agg(F.min("window_end_date"), F.max("window_end_date")).first()
+        if days[0] is None:
+            return
+        # name the batch's days in the condition: Delta then prunes the target to those
+        # partitions instead of scanning the whole history on every micro-batch
+        condition = (f"t.window_end_date >= '{days[0]}' AND t.window_end_date <= '{days[1]}' "
+                     "AND t.key = s.key AND t.window_start_ms = s.window_start_ms "
+                     "AND t.window_end_ms = s.window_end_ms")
         conf = self.spark.conf
         conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
         conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
         try:
             (DeltaTable.forPath(self.spark, path).alias("t")
-             .merge(rows.alias("s"), "t.key = s.key AND t.window_start_ms = s.window_start_ms "
-                                     "AND t.window_end_ms = s.window_end_ms")
+             .merge(rows.alias("s"), condition)
              .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index")
              .whenNotMatchedInsertAll()
              .execute())

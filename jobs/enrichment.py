@@ -17,7 +17,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.delta_io import read_table_or_none, replace_range, table_exists
+from jobs.delta_io import append_idempotent, read_table_or_none, replace_range, table_exists
 from jobs.settings import PlatformSettings
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 
@@ -101,16 +101,32 @@ def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url:
     if first is None:
         raise ValueError("the arrival log is empty")
     arrivals = log.where(F.col("arrival_seq").between(first, last))
+    progress(f"enrichment: {config.mode} over arrival_seq {first}..{last}")
+    counts = _enrich_and_write(spark, settings, arrivals, service_url, config,
+                               write=lambda name, frame: replace_range(
+                                   frame, settings.table_path(name), column="arrival_seq",
+                                   first=int(first), last=int(last)))
+    report = EnrichReport(first, last, counts.get(True, 0), counts.get(False, 0),
+                          config.mode != EnrichMode.REPLAY)
+    progress(f"enrichment: {report.enriched} enriched, {report.dead_letters} dead letters")
+    return report
+
+
+def _enrich_and_write(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
+                      service_url: str, config: AsyncEnrichConfig,
+                      write: Callable[[str, DataFrame], None]) -> dict[bool, int]:
+    """Enrich ``arrivals``, hand the enriched and dead-letter rows to ``write`` (which makes
+    the write idempotent), record the responses; return counts by success."""
     responses_path = settings.table_path(RESPONSES)
     recordings = read_table_or_none(spark, responses_path)
     if config.mode == EnrichMode.REPLAY and recordings is None:
         raise FileNotFoundError(f"replay needs recorded responses at {responses_path}")
-    progress(f"enrichment: {config.mode} over arrival_seq {first}..{last}")
     outcomes = enrich_frame(arrivals, recordings, service_url, config).cache()
     try:
         enriched = (outcomes.where(F.col("status") == "ok")
-                    .join(arrivals.select("arrival_seq", "key", "event_time_ms", "event_time",
-                                          "value"), "arrival_seq")
+                    .join(arrivals.select("arrival_seq", "key", "event_time_ms", "value"),
+                          "arrival_seq")
+                    .withColumn("event_time", F.timestamp_millis("event_time_ms"))
                     .select("arrival_seq", "key", "event_time_ms", "event_time", "value",
                             "watermark_ms", "response_json"))
         dead = (outcomes.where(F.col("status") != "ok")
@@ -118,19 +134,51 @@ def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url:
                       "arrival_seq")
                 .select("arrival_seq", "key", "event_time_ms", "payload", "status",
                         "error_type", "error_message", "attempts"))
-        for name, frame in ((ENRICHED, enriched), (DEAD_LETTERS, dead)):
-            replace_range(frame, settings.table_path(name), column="arrival_seq",
-                          first=int(first), last=int(last))
+        write(ENRICHED, enriched)
+        write(DEAD_LETTERS, dead)
         if config.mode != EnrichMode.REPLAY and config.record:
             _merge_recordings(spark, outcomes.select(*RECORDING_COLUMNS), responses_path)
         counts = outcomes.groupBy((F.col("status") == "ok").alias("ok")).count().collect()
     finally:
         outcomes.unpersist()
-    by_status = {row.ok: row["count"] for row in counts}
-    report = EnrichReport(first, last, by_status.get(True, 0), by_status.get(False, 0),
-                          config.mode != EnrichMode.REPLAY)
-    progress(f"enrichment: {report.enriched} enriched, {report.dead_letters} dead letters")
-    return report
+    return {row.ok: row["count"] for row in counts}
+
+
+def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service_url: str,
+                        config: AsyncEnrichConfig, *, checkpoint: str | None = None,
+                        max_files_per_trigger: int | None = None,
+                        progress: Callable[[str], None] = print) -> list[dict]:
+    """Enrich what is new in the arrival log as a stream (``Trigger.AvailableNow``).
+
+    Each micro-batch appends under a Delta transaction id (app id of the checkpoint, version =
+    batch id), so a batch repeated after a failure calls the service again (it reuses the
+    recordings the first attempt made) but writes its rows once.
+    """
+    from jobs.live_sink import app_id_for
+
+    checkpoint = checkpoint or str(settings.warehouse / "_checkpoints" / "enrichment")
+    app_id = app_id_for(checkpoint)
+    reader = spark.readStream.format("delta")
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
+    batches: list[dict] = []
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        def append(name: str, frame: DataFrame) -> None:
+            append_idempotent(frame, settings.table_path(name), app_id=app_id, version=batch_id)
+
+        counts = _enrich_and_write(spark, settings, batch, service_url, config, append)
+        summary = {"batch_id": batch_id, "enriched": counts.get(True, 0),
+                   "dead_letters": counts.get(False, 0)}
+        batches.append(summary)
+        progress(f"enrichment: batch {batch_id}: {summary['enriched']} enriched, "
+                 f"{summary['dead_letters']} dead letters")
+
+    query = (reader.load(settings.table_path("arrival_log")).writeStream
+             .foreachBatch(write_batch).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).queryName("eventtime_enrichment").start())
+    query.awaitTermination()
+    return batches
 
 
 def _merge_recordings(spark: SparkSession, recordings: DataFrame, path: str) -> None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pandas as pd
 import pytest
 
-from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
+from jobs.enrichment import (
+    DEAD_LETTERS,
+    ENRICHED,
+    RESPONSES,
+    run_enrichment,
+    run_enrichment_live,
+)
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.settings import PlatformSettings
@@ -85,3 +93,34 @@ def test_refresh_calls_again_and_records_the_new_answers(spark, platform_env):
     assert (new.response_json != old.response_json).any()
     recorded = _table(spark, settings, RESPONSES)
     assert recorded.response_json.tolist() == new.response_json.tolist()
+
+
+def test_streamed_enrichment_with_a_crash_equals_the_batch_run(spark, platform_env, tmp_path):
+    """A micro-batch repeated after a crash calls again but writes its rows once."""
+    settings = PlatformSettings.from_env()
+    for index in range(3):
+        generate(GeneratorConfig(events=150, keys=50, duration_ms=3_600_000, bad_fraction=0,
+                                 seed=index, start_ms=1_767_225_600_000 + index * 3_600_000),
+                 settings.landing)
+        ingest(spark, settings, **QUIET)
+    batch_home = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "batch")})
+    shutil.copytree(settings.table_path("arrival_log"), batch_home.table_path("arrival_log"))
+    config = AsyncEnrichConfig(capacity=8, timeout_ms=2_000)
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def crash_after_batch_1(message: str) -> None:
+        if message.startswith("enrichment: batch 1:"):
+            raise RuntimeError("simulated crash after the writes of batch 1")
+
+    with running_service(users=40) as service:
+        with pytest.raises(Exception, match="simulated crash"):
+            run_enrichment_live(spark, settings, service.base_url, config, checkpoint=checkpoint,
+                                max_files_per_trigger=1, progress=crash_after_batch_1)
+        run_enrichment_live(spark, settings, service.base_url, config, checkpoint=checkpoint,
+                            max_files_per_trigger=1, **QUIET)
+        run_enrichment(spark, batch_home, service.base_url, config, **QUIET)
+    for name in (ENRICHED, DEAD_LETTERS):
+        pd.testing.assert_frame_equal(_table(spark, batch_home, name),
+                                      _table(spark, settings, name), check_exact=True)
+    assert len(_table(spark, settings, ENRICHED)) > 0 and len(_table(spark, settings,
+                                                                    DEAD_LETTERS)) > 0

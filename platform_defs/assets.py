@@ -2,19 +2,21 @@
 
 Lineage reads as the data flows: landing files -> arrival log + quarantine (ingest) ->
 windowed results, late records and late-data metrics (daily partitions by window end). The
-windowed assets run a whole partition range as one Spark job (``BackfillPolicy.single_run``).
+windowed assets run a whole partition range as one Spark job (``BackfillPolicy.single_run``),
+and still record one materialisation per day, each with that day's late-data numbers, so the UI
+plots them per partition.
 """
 
-
-import os
+from collections.abc import Iterator
 from datetime import timedelta
 
 from dagster import (
+    AssetCheckResult,
     AssetExecutionContext,
     AssetSpec,
     BackfillPolicy,
     Config,
-    DailyPartitionsDefinition,
+    FreshnessPolicy,
     MaterializeResult,
     MetadataValue,
     asset,
@@ -23,24 +25,23 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
+from jobs.delta_stats import max_column_value
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import ingest
-from jobs.windowed import run_backfill
+from jobs.ingest import IngestReport, ingest
+from jobs.settings import PlatformSettings
+from jobs.windowed import BackfillReport, run_backfill
 from operators.time import parse_duration_ms, parse_timestamp_ms
+from platform_defs import monitoring
+from platform_defs.partitions import daily_partitions, final_flag
 from platform_defs.resources import DeltaSparkResource, PlatformResource
+from platform_defs.table_specs import DELTA_KINDS, OWNERS, spec_metadata, table_path_metadata
 
-OWNERS = ["team:data-platform"]
-DELTA_KINDS = {"spark", "delta"}
+__all__ = ["daily_partitions", "ingest_landing", "landing_files", "windowed_outputs"]
 
-daily_partitions = DailyPartitionsDefinition(
-    start_date=os.environ.get("PLATFORM_PARTITIONS_START", "2026-01-01"),
-    timezone=os.environ.get("PLATFORM_TIME_ZONE", "UTC"),
-    end_offset=1,
-)
-
-
-def _table_metadata(platform: PlatformResource, name: str) -> dict:
-    return {"dagster/uri": MetadataValue.path(platform.settings().table_path(name))}
+RESULTS_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=26),
+                                                warn_window=timedelta(hours=2))
+"""Results should be refreshed at least every couple of hours (the landing sensor and the
+finality schedule do that); a day without a refresh means the platform has stopped."""
 
 
 class LandingConfig(Config):
@@ -59,7 +60,8 @@ class LandingConfig(Config):
     owners=OWNERS,
     kinds={"python", "json"},
     description="JSON-lines files below <landing>/<producer>/, as collectors write them. "
-                "Materialising it runs the seeded demo generator.",
+                "Materialising it runs the seeded demo generator; in production the landing "
+                "sensor notices new files instead.",
 )
 def landing_files(config: LandingConfig, platform: PlatformResource) -> MaterializeResult:
     settings = platform.settings()
@@ -74,28 +76,17 @@ def landing_files(config: LandingConfig, platform: PlatformResource) -> Material
     })
 
 
-@multi_asset(
-    specs=[
-        AssetSpec("arrival_log", group_name="ingest", owners=OWNERS, kinds=DELTA_KINDS,
-                  deps=["landing_files"],
-                  description="Bronze: every good record with its ingest_time, arrival_seq and "
-                              "the watermark in force at its arrival (SEMANTICS §1-2)."),
-        AssetSpec("quarantine", group_name="ingest", owners=OWNERS, kinds=DELTA_KINDS,
-                  deps=["landing_files"],
-                  description="Bad lines with the reason they never reached an operator."),
-    ],
-)
-def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
-                   spark: DeltaSparkResource):
-    settings = platform.settings()
-    report = ingest(spark.session(), settings, progress=context.log.info)
-    yield MaterializeResult(asset_key="arrival_log", metadata={
-        **_table_metadata(platform, tables.ARRIVAL_LOG),
+def ingest_results(settings: PlatformSettings, report: IngestReport
+                   ) -> Iterator[MaterializeResult]:
+    """Materialisation metadata of one ingest batch (shared with the live job)."""
+    yield MaterializeResult(asset_key=tables.ARRIVAL_LOG, metadata={
+        **table_path_metadata(settings, tables.ARRIVAL_LOG),
+        "batch_id": -1 if report.batch_id is None else report.batch_id,
         "batch_records": report.records, "batch_files": report.files,
         "watermark_ms": report.watermark_ms,
     })
-    yield MaterializeResult(asset_key="quarantine", metadata={
-        **_table_metadata(platform, tables.QUARANTINE),
+    yield MaterializeResult(asset_key=tables.QUARANTINE, metadata={
+        **table_path_metadata(settings, tables.QUARANTINE),
         "batch_quarantined": report.quarantined,
         "reasons": MetadataValue.json(report.reasons),
     })
@@ -103,41 +94,86 @@ def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
 
 @multi_asset(
     specs=[
-        AssetSpec("window_results", group_name="windows", owners=OWNERS, kinds=DELTA_KINDS,
-                  deps=["arrival_log"],
-                  description="Latest pane per key and window: window, pane index, timing, "
-                              "last-pane flag and the pipeline's aggregates."),
-        AssetSpec("late_records", group_name="windows", owners=OWNERS, kinds=DELTA_KINDS,
-                  deps=["arrival_log"],
-                  description="Records that missed a window: one row per (record, window)."),
-        AssetSpec("late_data_metrics", group_name="monitoring", owners=OWNERS,
-                  kinds=DELTA_KINDS, deps=["arrival_log", "quarantine"],
-                  description="Per day: on-time, late within lateness, dropped, quarantined, "
-                              "lateness percentiles and watermark lag."),
+        AssetSpec(tables.ARRIVAL_LOG, group_name="ingest", owners=OWNERS, kinds=DELTA_KINDS,
+                  deps=["landing_files"], metadata=spec_metadata(tables.ARRIVAL_LOG),
+                  description="Bronze: every good record with its ingest_time, arrival_seq and "
+                              "the watermark in force at its arrival (SEMANTICS §1-2). Append "
+                              "only; everything downstream is a pure function of it."),
+        AssetSpec(tables.QUARANTINE, group_name="ingest", owners=OWNERS, kinds=DELTA_KINDS,
+                  deps=["landing_files"], metadata=spec_metadata(tables.QUARANTINE),
+                  description="Bad lines with the reason they never reached an operator."),
     ],
+)
+def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
+                   spark: DeltaSparkResource):
+    """Append the landing files not yet ingested, as one batch (a no-op when there are none)."""
+    settings = platform.settings()
+    report = ingest(spark.session(), settings, progress=context.log.info)
+    yield from ingest_results(settings, report)
+
+
+def partition_range(context: AssetExecutionContext) -> tuple[str, str]:
+    """First and last day of the run's partitions (one day, or a single-run backfill range)."""
+    window = context.partition_time_window
+    return window.start.date().isoformat(), (window.end - timedelta(days=1)).date().isoformat()
+
+
+def windowed_results(context: AssetExecutionContext, settings: PlatformSettings,
+                     report: BackfillReport, thresholds: monitoring.MonitoringResource
+                     ) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """Per-day metadata for every targeted partition, range metadata, then the checks."""
+    by_day = {str(m["window_end_date"]): monitoring.day_metadata(m) for m in report.metrics}
+    watermark = max_column_value(settings.table_path(tables.ARRIVAL_LOG), "watermark_ms")
+    lateness = settings.pipeline.allowed_lateness_ms
+    for day in context.partition_keys:
+        values = {**(by_day.get(day) or monitoring.day_metadata({})),
+                  "final": final_flag(day, watermark, lateness, settings.time_zone)}
+        context.add_asset_metadata(values, asset_key=tables.LATE_DATA_METRICS, partition_key=day)
+    summary = monitoring.summarise(report.metrics)
+    yield MaterializeResult(asset_key=tables.WINDOW_RESULTS, metadata={
+        **table_path_metadata(settings, tables.WINDOW_RESULTS),
+        "range_rows": report.results, "first_day": report.first_day,
+        "last_day": report.last_day})
+    yield MaterializeResult(asset_key=tables.LATE_RECORDS, metadata={
+        **table_path_metadata(settings, tables.LATE_RECORDS), "range_rows": report.late})
+    yield MaterializeResult(asset_key=tables.LATE_DATA_METRICS, metadata={
+        **table_path_metadata(settings, tables.LATE_DATA_METRICS),
+        "first_day": report.first_day, "last_day": report.last_day,
+        "range_summary": MetadataValue.json(summary),
+    })
+    yield from monitoring.evaluate(summary, thresholds)
+
+
+@multi_asset(
+    specs=[
+        AssetSpec(tables.WINDOW_RESULTS, group_name="windows", owners=OWNERS, kinds=DELTA_KINDS,
+                  deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(tables.WINDOW_RESULTS),
+                  freshness_policy=RESULTS_FRESHNESS,
+                  description="Latest pane per key and window: window, pane index, timing, "
+                              "last-pane flag and the pipeline's aggregates. Partitioned by "
+                              "day of window end."),
+        AssetSpec(tables.LATE_RECORDS, group_name="windows", owners=OWNERS, kinds=DELTA_KINDS,
+                  deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(tables.LATE_RECORDS),
+                  description="Records that missed a window past allowed lateness: one row per "
+                              "(record, window), with the watermark that made them late."),
+        AssetSpec(tables.LATE_DATA_METRICS, group_name="monitoring", owners=OWNERS,
+                  kinds=DELTA_KINDS, deps=[tables.ARRIVAL_LOG, tables.QUARANTINE],
+                  metadata=spec_metadata(tables.LATE_DATA_METRICS),
+                  description="Per day: on-time, late within lateness, dropped, quarantined, "
+                              "lateness percentiles and watermark lag. Each day's "
+                              "materialisation carries these as numbers the UI plots; the "
+                              "late_rate, quarantine_rate and watermark_lag checks judge them."),
+    ],
+    check_specs=monitoring.CHECK_SPECS,
     partitions_def=daily_partitions,
     backfill_policy=BackfillPolicy.single_run(),
 )
 def windowed_outputs(context: AssetExecutionContext, platform: PlatformResource,
-                     spark: DeltaSparkResource):
-    window = context.partition_time_window
-    first_day = window.start.date().isoformat()
-    last_day = (window.end - timedelta(days=1)).date().isoformat()
-    report = run_backfill(spark.session(), platform.settings(), first_day, last_day,
+                     spark: DeltaSparkResource,
+                     monitoring_thresholds: monitoring.MonitoringResource):
+    """Recompute the targeted days from the arrival log and replace exactly those partitions."""
+    first_day, last_day = partition_range(context)
+    settings = platform.settings()
+    report = run_backfill(spark.session(), settings, first_day, last_day,
                           progress=context.log.info)
-    totals = {name: sum(int(m[name] or 0) for m in report.metrics)
-              for name in ("on_time", "late_within_lateness", "dropped_late", "quarantined")}
-    yield MaterializeResult(asset_key="window_results", metadata={
-        **_table_metadata(platform, tables.WINDOW_RESULTS), "rows": report.results,
-        "first_day": first_day, "last_day": last_day})
-    yield MaterializeResult(asset_key="late_records", metadata={
-        **_table_metadata(platform, tables.LATE_RECORDS), "rows": report.late})
-    worst = max(report.metrics, key=lambda m: m["lateness_p99_ms"] or 0, default={})
-    yield MaterializeResult(asset_key="late_data_metrics", metadata={
-        **_table_metadata(platform, tables.LATE_DATA_METRICS), **totals,
-        "lateness_p99_ms": float(worst.get("lateness_p99_ms") or 0.0),
-        "watermark_lag_max_ms": max((int(m["watermark_lag_max_ms"] or 0)
-                                     for m in report.metrics), default=0),
-        "per_day": MetadataValue.json([{k: str(v) for k, v in m.items()}
-                                       for m in report.metrics]),
-    })
+    yield from windowed_results(context, settings, report, monitoring_thresholds)

@@ -22,7 +22,9 @@ def _prepare_environment(home: Path) -> None:
     dagster_home.mkdir(parents=True, exist_ok=True)
     config = dagster_home / "dagster.yaml"
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        # freshness policies (the results') are evaluated only when enabled (Dagster 1.13)
+        config.write_text("telemetry:\n  enabled: false\nfreshness:\n  enabled: true\n",
+                          encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

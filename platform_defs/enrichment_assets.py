@@ -1,0 +1,109 @@
+"""Enrichment tables as assets: recorded responses, enriched events and dead letters.
+
+One Spark job (``jobs.enrichment.run_enrichment``) writes all three from the arrival log, so
+they are one multi-asset. The service URL is resource config (``PLATFORM_ENRICHMENT_URL`` by
+default); the bearer token comes from the environment through Dagster's ``EnvVar`` and is handed
+to Spark's Python workers in memory only, never logged and never put in metadata.
+"""
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dagster import (
+    AssetExecutionContext,
+    AssetSpec,
+    Config,
+    ConfigurableResource,
+    MaterializeResult,
+    multi_asset,
+)
+from pydantic import Field
+from pyspark.sql import SparkSession
+
+from jobs import tables
+from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
+from operators.async_io import AsyncEnrichConfig, EnrichMode
+from operators.retry import RetryPolicy
+from platform_defs.resources import DeltaSparkResource, PlatformResource
+from platform_defs.table_specs import DELTA_KINDS, OWNERS, spec_metadata, table_path_metadata
+from services.enrichment_client import TRANSIENT_ERRORS
+from services.enrichment_service import DEFAULT_TOKEN_ENV
+
+
+class EnrichmentServiceResource(ConfigurableResource):
+    """Where the enrichment service is and how to call it."""
+
+    service_url: str = Field(
+        default=os.environ.get("PLATFORM_ENRICHMENT_URL", "http://127.0.0.1:8080"),
+        description="Base URL of the user-catalogue service (PLATFORM_ENRICHMENT_URL)")
+    token: str | None = Field(
+        default=None, description="Bearer token; set it with EnvVar, never as a literal")
+    capacity: int = Field(default=16, description="Calls in flight per Spark task")
+    timeout_ms: int = Field(default=2_000, description="Timeout of each attempt")
+    max_attempts: int = Field(default=3, description="Attempts per record, the first included")
+    retry_delay_ms: int = Field(default=50, description="First backoff delay")
+
+
+class EnrichmentRunConfig(Config):
+    """``live`` calls the service (reusing recordings), ``replay`` serves recordings only
+    (backfills that must reproduce the live run), ``refresh`` calls again and re-records."""
+
+    mode: str = Field(default="live", description="live, replay or refresh")
+
+
+@contextmanager
+def worker_token(spark: SparkSession, token: str | None) -> Iterator[None]:
+    """Make the token visible to Python workers (as ``ENRICHMENT_SERVICE_TOKEN``) for one job.
+
+    Workers take their environment from the SparkContext, not from ``os.environ`` after the
+    JVM started, so the token goes there, and is removed again afterwards.
+    """
+    environment = spark.sparkContext.environment
+    previous = environment.get(DEFAULT_TOKEN_ENV)
+    if token:
+        environment[DEFAULT_TOKEN_ENV] = token
+    try:
+        yield
+    finally:
+        if previous is None:
+            environment.pop(DEFAULT_TOKEN_ENV, None)
+        else:
+            environment[DEFAULT_TOKEN_ENV] = previous
+
+
+def _spec(name: str, description: str) -> AssetSpec:
+    return AssetSpec(name, group_name="enrichment", owners=OWNERS, kinds=DELTA_KINDS,
+                     deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(name),
+                     description=description)
+
+
+@multi_asset(specs=[
+    _spec(RESPONSES, "Every service answer (or final error) per arrival_seq, recorded so a "
+                     "replay backfill reproduces the live run without the service."),
+    _spec(ENRICHED, "Arrivals the service enriched: the record plus the profile it returned."),
+    _spec(DEAD_LETTERS, "Arrivals whose calls all failed, with the error and attempt count; "
+                        "they never stop the job (SEMANTICS §5)."),
+])
+def enrichment(context: AssetExecutionContext, config: EnrichmentRunConfig,
+               platform: PlatformResource, spark: DeltaSparkResource,
+               enrichment_service: EnrichmentServiceResource):
+    """Enrich the whole arrival log (recorded answers are reused, so a re-run makes no calls)."""
+    settings = platform.settings()
+    service = enrichment_service
+    retry = RetryPolicy.exponential(service.max_attempts, service.retry_delay_ms,
+                                    retry_on=TRANSIENT_ERRORS)
+    run_config = AsyncEnrichConfig(capacity=service.capacity, timeout_ms=service.timeout_ms,
+                                   retry=retry, mode=EnrichMode(config.mode))
+    session = spark.session()
+    with worker_token(session, service.token):
+        report = run_enrichment(session, settings, service.service_url, run_config,
+                                progress=context.log.info)
+    yield MaterializeResult(asset_key=RESPONSES, metadata={
+        **table_path_metadata(settings, RESPONSES), "calls_made": report.calls_made,
+        "mode": config.mode})
+    yield MaterializeResult(asset_key=ENRICHED, metadata={
+        **table_path_metadata(settings, ENRICHED), "enriched": report.enriched,
+        "first_seq": report.first_seq, "last_seq": report.last_seq})
+    yield MaterializeResult(asset_key=DEAD_LETTERS, metadata={
+        **table_path_metadata(settings, DEAD_LETTERS), "dead_letters": report.dead_letters})

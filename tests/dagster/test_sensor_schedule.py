@@ -1,0 +1,110 @@
+"""The landing sensor asks for runs for new files only; the finality schedule targets the days
+that just became final. Both against real files and a real (ephemeral) Dagster instance."""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+
+import pytest
+from dagster import DagsterInstance, SkipReason, build_schedule_context, build_sensor_context
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
+
+from jobs.generator import GeneratorConfig, generate
+from platform_defs.resources import PlatformResource
+from platform_defs.schedules import contiguous_ranges, days_to_finalise, finality_schedule
+from platform_defs.sensors import LandingCursor, landing_sensor, scan
+
+
+def _instance(home) -> DagsterInstance:
+    """A persistent instance (schedule contexts need an instance reference)."""
+    path = home.path / "dagster_home"
+    path.mkdir(parents=True, exist_ok=True)
+    return DagsterInstance.local_temp(str(path))
+
+
+def _evaluate(home, cursor):
+    context = build_sensor_context(cursor=cursor,
+                                   resources={"platform": PlatformResource(home=str(home))})
+    return landing_sensor(context), context
+
+
+def test_sensor_requests_one_run_per_set_of_new_files(home):
+    landing = home.path / "landing"
+    generate(GeneratorConfig(events=200, duration_ms=3_600_000), landing)
+    result, _ = _evaluate(home.path, None)
+    assert len(result.run_requests) == 1
+    first_key, cursor = result.run_requests[0].run_key, result.cursor
+    assert first_key.startswith("landing-")
+
+    again, context = _evaluate(home.path, cursor)  # nothing new: skip, cursor unchanged
+    assert isinstance(again, SkipReason)
+    assert context.cursor == cursor
+
+    new_file = landing / "producer-9" / "received-late.jsonl"
+    new_file.parent.mkdir()
+    (landing / "producer-9" / "in-flight.jsonl.tmp").write_text("{}\n")  # not finished: ignored
+    new_file.write_text('{"key": "user-0001", "event_time": "2026-01-01T00:00:00Z"}\n')
+    later, _ = _evaluate(home.path, cursor)
+    assert len(later.run_requests) == 1
+    assert later.run_requests[0].run_key not in {first_key}
+    assert "producer-9/received-late.jsonl" in LandingCursor.parse(later.cursor).recent
+    assert LandingCursor.parse(later.cursor).newest_ns >= LandingCursor.parse(cursor).newest_ns
+
+    # a re-evaluation from the old cursor (a retried tick) asks with the same run key again,
+    # so Dagster launches it once
+    retried, _ = _evaluate(home.path, cursor)
+    assert retried.run_requests[0].run_key == later.run_requests[0].run_key
+
+
+def test_cursor_forgets_old_files_but_not_recent_ones():
+    files = {"a/1.jsonl": 100, "a/2.jsonl": 200, "b/1.jsonl": 1_000}
+    new, cursor = scan(files, LandingCursor(-1, frozenset()), grace_ns=300)
+    assert new == sorted(files) and cursor.newest_ns == 1_000
+    assert cursor.recent == {"b/1.jsonl"}  # older than the grace window: not remembered
+    files["a/3.jsonl"] = 900  # finished late but inside the grace window: still new
+    new, _ = scan(files, cursor, grace_ns=300)
+    assert new == ["a/3.jsonl"]
+
+
+def test_schedule_targets_the_days_that_just_became_final(home, monkeypatch):
+    from tests.dagster.delta_log_helpers import write_arrival_log_stats
+
+    lateness = 30_000
+    day_end = 1_767_312_000_000  # end of 2026-01-01 (UTC)
+    write_arrival_log_stats(home.path / "warehouse" / "arrival_log", day_end + lateness)
+    instance = _instance(home)
+    context = build_schedule_context(
+        instance=instance, resources={"platform": PlatformResource(home=str(home.path))})
+    requests = finality_schedule(context)
+    assert [(r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG])
+            for r in requests] == [("2026-01-01", "2026-01-01")]
+
+    # once 2026-01-01 is recorded final, only days that became final later are asked for
+    settings = PlatformResource(home=str(home.path)).settings()
+    from dagster import AssetMaterialization
+
+    instance.report_runless_asset_event(AssetMaterialization(
+        "late_data_metrics", partition="2026-01-01", metadata={"final": 1}))
+    assert days_to_finalise(instance, settings, day_end + lateness) == []
+    three_days_later = day_end + 3 * 86_400_000 + lateness
+    assert days_to_finalise(instance, settings, three_days_later) == [
+        date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
+    instance.report_runless_asset_event(AssetMaterialization(
+        "late_data_metrics", partition="2026-01-03", metadata={"final": 0}))  # provisional
+    assert days_to_finalise(instance, settings, three_days_later, lookback_days=3) == [
+        date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
+    assert contiguous_ranges([date(2026, 1, 2), date(2026, 1, 4), date(2026, 1, 3),
+                              date(2026, 1, 7)]) == [(date(2026, 1, 2), date(2026, 1, 4)),
+                                                     (date(2026, 1, 7), date(2026, 1, 7))]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="paths")
+def test_schedule_skips_without_an_arrival_log(home):
+    context = build_schedule_context(
+        instance=_instance(home),
+        resources={"platform": PlatformResource(home=str(home.path))})
+    assert isinstance(finality_schedule(context), SkipReason)

@@ -44,8 +44,7 @@ class WindowOutputs:
     first_day: str
     last_day: str
     assigned: DataFrame
-    """The (record, window) rows all three outputs derive from: cache it when writing more
-    than one output, so the log is read and windows assigned once."""
+    """The (record, window) rows all three outputs derive from."""
 
 
 def _slide(window: WindowSpec) -> int:
@@ -243,19 +242,17 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
     outputs = compute_windows(arrivals, quarantine, settings.pipeline, settings.time_zone,
                               first_day, last_day)
     progress(f"windows: computing partitions {outputs.first_day} .. {outputs.last_day}")
-    outputs.assigned.persist()
+    # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
+    # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
     written = {}
-    try:
-        for name, frame in ((tables.WINDOW_RESULTS, outputs.results),
-                            (tables.LATE_RECORDS, outputs.late),
-                            (tables.LATE_DATA_METRICS, outputs.metrics)):
-            path = settings.table_path(name)
-            replace_range(frame, path, column="window_end_date", first=outputs.first_day,
-                          last=outputs.last_day, partition_by="window_end_date")
-            written[name] = rows_written(spark, path)
-            progress(f"windows: wrote {written[name]} rows to {name}")
-    finally:
-        outputs.assigned.unpersist()
+    for name, frame in ((tables.WINDOW_RESULTS, outputs.results),
+                        (tables.LATE_RECORDS, outputs.late),
+                        (tables.LATE_DATA_METRICS, outputs.metrics)):
+        path = settings.table_path(name)
+        replace_range(frame, path, column="window_end_date", first=outputs.first_day,
+                      last=outputs.last_day, partition_by="window_end_date")
+        written[name] = rows_written(spark, path)
+        progress(f"windows: wrote {written[name]} rows to {name}")
     metrics = [row.asDict() for row in spark.read.format("delta")
                .load(settings.table_path(tables.LATE_DATA_METRICS))
                .where(F.col("window_end_date").between(outputs.first_day, outputs.last_day))

@@ -253,7 +253,49 @@ class DeltaTrigger(Trigger):
         ctx.clear_state("last")
 
 
-class ContinuousEventTimeTrigger(Trigger):
+class _ContinuousTrigger(Trigger):
+    """What Flink's two continuous triggers share: a ``fire_at`` timer in one time domain,
+    rescheduled ``interval`` later at each firing, merged to the earliest for sessions."""
+
+    def __init__(self, interval: int) -> None:
+        if interval <= 0:
+            raise ValueError("continuous trigger interval must be positive")
+        self.interval = interval
+
+    def _register(self, ctx: TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _delete(self, ctx: TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _schedule_next(self, time: int, window: TimeWindow, ctx: TriggerContext) -> None:
+        next_fire = min(time + self.interval, window.max_timestamp)
+        ctx.set_state("fire_at", next_fire)
+        self._register(ctx, next_fire)
+
+    def _fire_if_due(self, time: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        if ctx.get_state("fire_at") == time:
+            ctx.clear_state("fire_at")
+            self._schedule_next(time, window, ctx)
+            return FIRE
+        return CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        fire_at = ctx.merge_state("fire_at", min)
+        if fire_at is not None:
+            self._register(ctx, fire_at)
+
+    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
+        fire_at = ctx.get_state("fire_at")
+        if fire_at is not None:
+            self._delete(ctx, fire_at)
+            ctx.clear_state("fire_at")
+
+
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
     """Fire every ``interval`` of event time (early panes) and at the window's end.
 
     Flink's ``ContinuousEventTimeTrigger``: the first element aligns the first firing to
@@ -261,15 +303,11 @@ class ContinuousEventTimeTrigger(Trigger):
     the window's max timestamp; each firing schedules the next.
     """
 
-    def __init__(self, interval: int) -> None:
-        if interval <= 0:
-            raise ValueError("continuous trigger interval must be positive")
-        self.interval = interval
+    def _register(self, ctx: TriggerContext, time: int) -> None:
+        ctx.register_event_time_timer(time)
 
-    def _schedule_next(self, time: int, window: TimeWindow, ctx: TriggerContext) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp)
-        ctx.set_state("fire_at", next_fire)
-        ctx.register_event_time_timer(next_fire)
+    def _delete(self, ctx: TriggerContext, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
     def on_element(self, element: Mapping[str, Any] | None, timestamp: int,
                    window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
@@ -283,28 +321,10 @@ class ContinuousEventTimeTrigger(Trigger):
     def on_event_time(self, time: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
         if time == window.max_timestamp:
             return FIRE
-        if ctx.get_state("fire_at") == time:
-            ctx.clear_state("fire_at")
-            self._schedule_next(time, window, ctx)
-            return FIRE
-        return CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        fire_at = ctx.merge_state("fire_at", min)
-        if fire_at is not None:
-            ctx.register_event_time_timer(fire_at)
-
-    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        fire_at = ctx.get_state("fire_at")
-        if fire_at is not None:
-            ctx.delete_event_time_timer(fire_at)
-            ctx.clear_state("fire_at")
+        return self._fire_if_due(time, window, ctx)
 
 
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     """Fire every ``interval`` of ingest clock while the window receives elements.
 
     Flink's ``ContinuousProcessingTimeTrigger``: the first element schedules a firing at the
@@ -312,15 +332,11 @@ class ContinuousProcessingTimeTrigger(Trigger):
     firing schedules the next.
     """
 
-    def __init__(self, interval: int) -> None:
-        if interval <= 0:
-            raise ValueError("continuous trigger interval must be positive")
-        self.interval = interval
+    def _register(self, ctx: TriggerContext, time: int) -> None:
+        ctx.register_processing_time_timer(time)
 
-    def _schedule_next(self, time: int, window: TimeWindow, ctx: TriggerContext) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp)
-        ctx.set_state("fire_at", next_fire)
-        ctx.register_processing_time_timer(next_fire)
+    def _delete(self, ctx: TriggerContext, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
 
     def on_element(self, element: Mapping[str, Any] | None, timestamp: int,
                    window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
@@ -331,25 +347,7 @@ class ContinuousProcessingTimeTrigger(Trigger):
 
     def on_processing_time(self, time: int, window: TimeWindow,
                            ctx: TriggerContext) -> TriggerResult:
-        if ctx.get_state("fire_at") == time:
-            ctx.clear_state("fire_at")
-            self._schedule_next(time, window, ctx)
-            return FIRE
-        return CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        fire_at = ctx.merge_state("fire_at", min)
-        if fire_at is not None:
-            ctx.register_processing_time_timer(fire_at)
-
-    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        fire_at = ctx.get_state("fire_at")
-        if fire_at is not None:
-            ctx.delete_processing_time_timer(fire_at)
-            ctx.clear_state("fire_at")
+        return self._fire_if_due(time, window, ctx)
 
 
 class PurgingTrigger(Trigger):

@@ -18,13 +18,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import tables
 from jobs.delta_io import table_exists
+from jobs.keyed_windows import INPUT_COLUMNS, check_runnable
 from jobs.live_processor import SPARK_DELAY, WindowProcessor, output_schema
 from jobs.live_sink import BatchSink, app_id_for
 from jobs.settings import PlatformSettings
-from jobs.windowed import UnsupportedPipeline
-
-INPUT_COLUMNS = ("key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value",
-                 "payload")
 
 
 @dataclass
@@ -51,10 +48,7 @@ def start_live(spark: SparkSession, settings: PlatformSettings, *,
                progress: Callable[[str], None] = print) -> tuple[StreamingQuery, BatchSink]:
     """Start the streaming query; ``trigger`` is ``available_now`` or an interval."""
     spec = settings.pipeline
-    if spec.window.type == "global" or (spec.trigger and "processing" in spec.trigger.type):
-        raise UnsupportedPipeline("the live runtime fires timers of keys without records from "
-                                  "the event-time watermark only; processing-time triggers "
-                                  "and global windows are not supported live yet")
+    check_runnable(spec)
     source = settings.table_path(tables.ARRIVAL_LOG)
     if not table_exists(spark, source):
         raise FileNotFoundError(f"no arrival log at {source}: run ingest first")
@@ -67,8 +61,9 @@ def start_live(spark: SparkSession, settings: PlatformSettings, *,
                 .select(*INPUT_COLUMNS)
                 .withColumn("_watermark", F.timestamp_millis(F.greatest("watermark_ms", F.lit(1))))
                 .withWatermark("_watermark", SPARK_DELAY))
+    processor = WindowProcessor(spec, record_assignments=not spec.is_standard_window)
     panes = (arrivals.groupBy("key")
-             .transformWithStateInPandas(statefulProcessor=WindowProcessor(spec),
+             .transformWithStateInPandas(statefulProcessor=processor,
                                          outputStructType=output_schema(spec),
                                          outputMode="Append", timeMode="EventTime"))
     checkpoint = checkpoint or default_checkpoint(settings)

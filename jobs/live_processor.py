@@ -27,49 +27,15 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
-from operators.numbers import SPARK_TYPE
+from jobs.key_runner import KeyRunner, output_schema
 from operators.pipeline import PipelineSpec
-from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
+from operators.time import MAX_TIMESTAMP
+
+__all__ = ["SPARK_DELAY", "WindowProcessor", "output_schema"]
 
 SPARK_DELAY = "1 millisecond"
 """Spark's watermark = max recorded watermark - 1 ms (see module docstring)."""
 EVENT_TIME_KIND = 0
-
-BASE_OUTPUT = [
-    ("kind", "string"),  # pane | late | progress
-    ("key", "string"),
-    ("window_start_ms", "long"),
-    ("window_end_ms", "long"),
-    ("pane_index", "int"),
-    ("timing", "string"),
-    ("is_last", "boolean"),
-    ("arrival_seq", "long"),
-    ("event_time_ms", "long"),
-    ("ingest_time_ms", "long"),
-    ("watermark_ms", "long"),
-    ("value", SPARK_TYPE),
-    ("records", "long"),
-    ("min_arrival_seq", "long"),
-    ("min_event_ms", "long"),
-    ("max_event_ms", "long"),
-    ("min_ingest_ms", "long"),
-    ("max_ingest_ms", "long"),
-]
-
-
-def aggregate_type(fn: str) -> str:
-    return {"count": "long", "mean": "double"}.get(fn, SPARK_TYPE)
-
-
-def output_schema(spec: PipelineSpec) -> str:
-    """DDL of the processor's output: panes, late records and one progress row per key call,
-    with the pipeline's aggregates as typed columns ``agg_<name>``."""
-    columns = BASE_OUTPUT + [(f"agg_{a.name}", aggregate_type(a.fn)) for a in spec.aggregates]
-    return ", ".join(f"{name} {kind}" for name, kind in columns)
-
-
-_PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double": "Float64",
-                  "string": "object"}
 
 STATE_SCHEMA = StructType([StructField("snapshot", StringType(), True)])
 
@@ -83,19 +49,15 @@ def _decimal_default(value: Any) -> Any:
 class WindowProcessor(StatefulProcessor):
     """Runs the pipeline's window operator for one key per call."""
 
-    def __init__(self, spec: PipelineSpec) -> None:
+    def __init__(self, spec: PipelineSpec, *, record_assignments: bool = False) -> None:
         self.spec = spec
+        self.record_assignments = record_assignments
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from operators.build import build_driver
-
         self.handle = handle
         self.state = handle.getValueState("operator_state", STATE_SCHEMA)
-        self.driver = build_driver(self.spec)
-        columns = BASE_OUTPUT + [(f"agg_{a.name}", aggregate_type(a.fn))
-                                 for a in self.spec.aggregates]
-        self.columns = [name for name, _ in columns]
-        self.dtypes = {name: _PANDAS_DTYPES.get(kind, "object") for name, kind in columns}
+        self.runner = KeyRunner(self.spec, record_assignments=self.record_assignments)
+        self.driver = self.runner.driver
 
     # -- key state in and out -------------------------------------------------------------------
 
@@ -104,8 +66,7 @@ class WindowProcessor(StatefulProcessor):
         saving needs no ``listTimers`` call: every state-store call is a round trip to the
         JVM, and with many keys per batch they are the live job's main cost."""
         driver = self.driver
-        driver.watermark = MIN_WATERMARK  # each key carries its own clock (in its snapshot)
-        driver.processing_time = MIN_WATERMARK
+        self.runner.reset_clocks()
         stored = self.state.get()
         self.registered: set[int] = set()
         if stored is not None:
@@ -129,28 +90,8 @@ class WindowProcessor(StatefulProcessor):
                                           default=_decimal_default, separators=(",", ":")),))
 
     def _output(self, rows: list[dict[str, Any]]) -> Iterator[pd.DataFrame]:
-        """Nullable dtypes per column: an all-null column must not turn into float NaN,
-        which Arrow cannot read as a long or a decimal."""
         if rows:
-            yield pd.DataFrame(rows, columns=self.columns).astype(self.dtypes)
-
-    def _emitted(self, key: str, extras: dict[int, tuple[int, Decimal | None]]
-                 ) -> list[dict[str, Any]]:
-        panes, late = self.driver.take_output()
-        rows: list[dict[str, Any]] = []
-        for pane in panes:
-            row = {"kind": "pane", "key": key, "window_start_ms": pane.window_start,
-                   "window_end_ms": pane.window_end, "pane_index": pane.pane_index,
-                   "timing": pane.timing, "is_last": pane.is_last}
-            row.update({f"agg_{name}": value for name, value in pane.values.items()})
-            rows.append(row)
-        for record in late:
-            ingest_time, value = extras[record.arrival_seq]
-            rows.append({"kind": "late", "key": key, "window_start_ms": record.window_start,
-                         "window_end_ms": record.window_end, "arrival_seq": record.arrival_seq,
-                         "event_time_ms": record.event_time_ms, "ingest_time_ms": ingest_time,
-                         "watermark_ms": record.watermark_ms, "value": value})
-        return rows
+            yield self.runner.frame(rows)
 
     # -- Spark's callbacks (keyword names are part of Spark's contract) ---------------------------
 
@@ -158,25 +99,8 @@ class WindowProcessor(StatefulProcessor):
         (key_value,) = key
         chunks = list(rows)
         frame = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
-        if not frame.arrival_seq.is_monotonic_increasing:
-            frame = frame.sort_values("arrival_seq", kind="stable")
         self._load(key_value)
-        extras: dict[int, tuple[int, Decimal | None]] = {}
-        driver = self.driver
-        for row in frame.itertuples(index=False):
-            element = json.loads(row.payload, parse_float=Decimal)
-            element["value"] = row.value
-            extras[row.arrival_seq] = (row.ingest_time_ms, row.value)
-            driver.process(key_value, row.event_time_ms, element, arrival_seq=row.arrival_seq,
-                           watermark=row.watermark_ms, ingest_time=row.ingest_time_ms)
-        output = self._emitted(key_value, extras)
-        output.append({"kind": "progress", "key": key_value,
-                       "arrival_seq": int(frame.arrival_seq.max()), "records": len(frame),
-                       "min_arrival_seq": int(frame.arrival_seq.min()),
-                       "min_event_ms": int(frame.event_time_ms.min()),
-                       "max_event_ms": int(frame.event_time_ms.max()),
-                       "min_ingest_ms": int(frame.ingest_time_ms.min()),
-                       "max_ingest_ms": int(frame.ingest_time_ms.max())})
+        output = self.runner.process(key_value, frame)
         self._save(key_value)
         yield from self._output(output)
 
@@ -185,8 +109,7 @@ class WindowProcessor(StatefulProcessor):
         (key_value,) = key
         self._load(key_value)
         self.registered.discard(expiredTimerInfo.getExpiryTimeInMs())  # Spark removed it
-        self.driver.advance(timerValues.getCurrentWatermarkInMs() + 1, MIN_WATERMARK)
-        output = self._emitted(key_value, {})
+        output = self.runner.fire(key_value, timerValues.getCurrentWatermarkInMs() + 1)
         self._save(key_value)
         yield from self._output(output)
 

@@ -6,8 +6,10 @@ the checkpoint); every write below leaves the tables as if it had run once:
 - panes: ``MERGE`` into the results table keeping the highest ``pane_index`` per key and
   window, under a Delta transaction id (app id of the checkpoint, version = batch id);
 - late records and per-batch metrics: appends with the same transaction id;
-- per-day metrics: recomputed from the arrival log up to the batch's last ``arrival_seq`` and
-  replacing exactly the days the batch touched, the same function the backfill runs.
+- per-day metrics: recomputed for exactly the days the batch touched, by the function the
+  backfill runs: from the arrival log up to the batch's last ``arrival_seq`` for standard
+  windows, from the ``window_assignments`` table (appended first, with the same transaction id)
+  for pipelines the operator library runs per key (jobs/keyed_windows.py).
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from pyspark.sql import functions as F
 
 from jobs import tables
 from jobs.delta_io import append_idempotent, read_table_or_none, replace_range, table_exists
+from jobs.keyed_windows import assignment_rows, late_rows, pane_results
 from jobs.settings import PlatformSettings
 from jobs.windowed import (
     classify,
     compute_windows,
+    day_metrics,
     lateness_aggregates,
     lateness_columns,
-    window_end_date,
 )
 
 BATCH_METRICS = "late_data_metrics_batches"
@@ -56,23 +59,35 @@ class BatchSink:
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.settings.pipeline
+        keyed = not spec.is_standard_window
         stats = (batch.groupBy("kind")
                  .agg(F.count(F.lit(1)).alias("rows"), F.sum("records").alias("records"),
                       F.max("arrival_seq").alias("max_seq"),
                       F.min("min_arrival_seq").alias("min_seq"),
-                      F.least(F.min("min_event_ms"), F.min("min_ingest_ms")).alias("first_ms"),
+                      F.least(F.min("min_event_ms"), F.min("min_ingest_ms"),
+                              F.min("window_end_ms") - F.lit(1)).alias("first_ms"),
                       F.greatest(F.max("max_event_ms") + F.lit(spec.window.size_ms or 0),
-                                 F.max("max_ingest_ms")).alias("last_ms")).collect())
+                                 F.max("max_ingest_ms"),
+                                 F.max("window_end_ms") - F.lit(1)).alias("last_ms")).collect())
         by_kind = {row.kind: row for row in stats}
         if not by_kind:
             return  # a batch with no output at all
         self._merge_panes(batch.where(F.col("kind") == "pane"), batch_id)
-        late = batch.where(F.col("kind") == "late")
-        append_idempotent(self._late_rows(late), self.settings.table_path(tables.LATE_RECORDS),
+        zone = self.settings.time_zone
+        append_idempotent(late_rows(batch.where(F.col("kind") == "late"), zone),
+                          self.settings.table_path(tables.LATE_RECORDS),
                           app_id=self.app_id, version=batch_id, partition_by="window_end_date")
+        if keyed:
+            append_idempotent(assignment_rows(batch, zone),
+                              self.settings.table_path(tables.WINDOW_ASSIGNMENTS),
+                              app_id=self.app_id, version=batch_id,
+                              partition_by="window_end_date")
         progress = by_kind.get("progress")
         if progress is not None:
-            self._refresh_day_metrics(progress.max_seq, progress.first_ms, progress.last_ms)
+            touched = [by_kind[k] for k in ("progress", "assign", "late") if k in by_kind]
+            first_ms = min(r.first_ms for r in touched if r.first_ms is not None)
+            last_ms = max(r.last_ms for r in touched if r.last_ms is not None)
+            self._refresh_day_metrics(progress.max_seq, first_ms, last_ms)
         summary = {
             "batch_id": batch_id,
             "records": int(progress.records) if progress else 0,
@@ -81,49 +96,42 @@ class BatchSink:
             "panes": int(by_kind["pane"].rows) if "pane" in by_kind else 0,
             "late_records": int(by_kind["late"].rows) if "late" in by_kind else 0,
         }
-        append_idempotent(self._batch_metrics(summary),
+        append_idempotent(self._batch_metrics(summary, batch if keyed else None),
                           self.settings.table_path(BATCH_METRICS), app_id=self.app_id,
                           version=batch_id)
         self.batches.append(summary)
         self.progress(f"live: batch {batch_id}: {summary['records']} records, "
                       f"{summary['panes']} panes, {summary['late_records']} late")
 
-    def _batch_metrics(self, summary: dict) -> DataFrame:
+    def _batch_metrics(self, summary: dict, batch: DataFrame | None) -> DataFrame:
         """The micro-batch's own row: its arrival range, what it emitted, and the lateness of
-        the records it consumed (the same aggregates as the per-day metrics)."""
+        the records it consumed (the same aggregates as the per-day metrics), classified from
+        the log for standard windows, or as the operator assigned them in this ``batch``."""
         header = self.spark.createDataFrame(
             [summary], "batch_id long, records long, first_arrival_seq long, "
                        "last_arrival_seq long, panes long, late_records long")
-        log = self.spark.read.format("delta").load(self.settings.table_path(tables.ARRIVAL_LOG))
-        first, last = summary["first_arrival_seq"], summary["last_arrival_seq"]
-        consumed = log.where(F.col("arrival_seq").between(
-            first if first is not None else 0, last if last is not None else -1))
-        lateness = (classify(consumed, self.settings.pipeline, self.settings.time_zone)
-                    .agg(*lateness_aggregates())
+        if batch is not None:
+            classified = assignment_rows(batch, self.settings.time_zone) \
+                .withColumnRenamed("fate", "_class")
+        else:
+            log = self.spark.read.format("delta").load(
+                self.settings.table_path(tables.ARRIVAL_LOG))
+            first, last = summary["first_arrival_seq"], summary["last_arrival_seq"]
+            consumed = log.where(F.col("arrival_seq").between(
+                first if first is not None else 0, last if last is not None else -1))
+            classified = classify(consumed, self.settings.pipeline, self.settings.time_zone)
+        lateness = (classified.agg(*lateness_aggregates())
                     .select(*[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
                               ("on_time", "late_within_lateness", "dropped_late")],
                             *lateness_columns()))
         return header.crossJoin(lateness)
 
-    def _late_rows(self, late: DataFrame) -> DataFrame:
-        zone = self.settings.time_zone
-        return (late.withColumn("event_time", F.timestamp_millis("event_time_ms"))
-                .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), zone))
-                .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
-
     def _merge_panes(self, panes: DataFrame, batch_id: int) -> None:
         spec = self.settings.pipeline
         latest = Window.partitionBy("key", "window_start_ms", "window_end_ms") \
             .orderBy(F.col("pane_index").desc())
-        rows = (panes.withColumn("_rank", F.row_number().over(latest))
-                .where(F.col("_rank") == 1)
-                .withColumn("window_start", F.timestamp_millis("window_start_ms"))
-                .withColumn("window_end", F.timestamp_millis("window_end_ms"))
-                .withColumn("window_end_date",
-                            window_end_date(F.col("window_end_ms"), self.settings.time_zone))
-                .select("key", "window_start_ms", "window_end_ms", "window_start", "window_end",
-                        "window_end_date", *tables.PANE_COLUMNS,
-                        *[F.col(f"agg_{a.name}").alias(a.name) for a in spec.aggregates]))
+        rows = pane_results(panes.withColumn("_rank", F.row_number().over(latest))
+                            .where(F.col("_rank") == 1), spec, self.settings.time_zone)
         path = self.settings.table_path(tables.WINDOW_RESULTS)
         if not table_exists(self.spark, path):
             rows.where(F.lit(False)).write.format("delta").partitionBy("window_end_date") \
@@ -151,18 +159,25 @@ class BatchSink:
 
     def _refresh_day_metrics(self, max_seq: int, first_ms: int, last_ms: int) -> None:
         """The days this batch's records can touch (their windows' end days and their ingest
-        days, where quarantine counts go), recomputed from the log as the backfill computes
-        them, so live and backfill metrics are the same function of the same log."""
+        days, where quarantine counts go), recomputed as the backfill computes them, so live
+        and backfill metrics are the same function of the same log."""
         spec = self.settings.pipeline
         zone = self.settings.time_zone
         day = F.to_date(F.from_utc_timestamp(F.timestamp_millis(F.lit(first_ms)), zone))
         last = F.to_date(F.from_utc_timestamp(F.timestamp_millis(F.lit(last_ms)), zone))
         first_day, last_day = (str(v) for v in self.spark.range(1).select(day, last).first())
-        log = self.spark.read.format("delta").load(
-            self.settings.table_path(tables.ARRIVAL_LOG)).where(F.col("arrival_seq") <= max_seq)
         quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
-        outputs = compute_windows(log, quarantine, spec, self.settings.time_zone, first_day,
-                                  last_day)
-        replace_range(outputs.metrics, self.settings.table_path(tables.LATE_DATA_METRICS),
+        if spec.is_standard_window:
+            log = (self.spark.read.format("delta")
+                   .load(self.settings.table_path(tables.ARRIVAL_LOG))
+                   .where(F.col("arrival_seq") <= max_seq))
+            metrics = compute_windows(log, quarantine, spec, zone, first_day, last_day).metrics
+        else:
+            assigned = (self.spark.read.format("delta")
+                        .load(self.settings.table_path(tables.WINDOW_ASSIGNMENTS))
+                        .where(F.col("window_end_date").between(first_day, last_day))
+                        .withColumnRenamed("fate", "_class"))
+            metrics = day_metrics(assigned, quarantine, zone, first_day, last_day)
+        replace_range(metrics, self.settings.table_path(tables.LATE_DATA_METRICS),
                       column="window_end_date", first=first_day, last=last_day,
                       partition_by="window_end_date")

@@ -21,6 +21,7 @@ INGEST_MANIFEST = "_ingest_manifest"
 WINDOW_RESULTS = "window_results"
 LATE_RECORDS = "late_records"
 LATE_DATA_METRICS = "late_data_metrics"
+WINDOW_ASSIGNMENTS = "window_assignments"
 
 ARRIVAL_LOG_SCHEMA = StructType([
     StructField("arrival_seq", LongType(), False),
@@ -76,6 +77,20 @@ LATE_RECORDS_SCHEMA = StructType([
     StructField("window_end_date", DateType(), False),
     StructField("value", DecimalType(38, 9), True),
 ])
+
+WINDOW_ASSIGNMENTS_SCHEMA = StructType([
+    StructField("key", StringType(), False),
+    StructField("arrival_seq", LongType(), False),
+    StructField("event_time_ms", LongType(), False),
+    StructField("ingest_time_ms", LongType(), False),
+    StructField("watermark_ms", LongType(), False),
+    StructField("window_start_ms", LongType(), False),
+    StructField("window_end_ms", LongType(), False),
+    StructField("window_end_date", DateType(), False),
+    StructField("fate", StringType(), False),  # on_time | late_within_lateness | dropped_late
+])
+"""Every (record, window) decision of the operator library, kept for pipelines whose windows
+Spark cannot assign by itself (jobs/keyed_windows.py): the per-day metrics are computed from it."""
 
 RESULT_KEY_COLUMNS = ("key", "window_start_ms", "window_end_ms")
 PANE_COLUMNS = ("pane_index", "timing", "is_last")

@@ -30,6 +30,7 @@ from jobs.settings import PlatformSettings
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import AggregateSpec, PipelineSpec, WindowSpec
 from operators.time import MIN_WATERMARK
+from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
 
 
 class UnsupportedPipeline(ValueError):
@@ -45,6 +46,19 @@ class WindowOutputs:
     last_day: str
     assigned: DataFrame
     """The (record, window) rows all three outputs derive from."""
+    persisted: DataFrame | None = None
+    """What the outputs were computed from, if it was persisted; see :meth:`release`."""
+
+    @property
+    def keeps_assignments(self) -> bool:
+        """True when ``assigned`` is the ``window_assignments`` table's content: the operator
+        decided each record's window, so metrics must be kept as a table (jobs/keyed_windows.py)
+        rather than recomputed from the log."""
+        return self.persisted is not None
+
+    def release(self) -> None:
+        if self.persisted is not None:
+            self.persisted.unpersist()
 
 
 def _slide(window: WindowSpec) -> int:
@@ -101,12 +115,14 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
                     time_zone: str = "UTC", first_day: str | None = None,
                     last_day: str | None = None) -> WindowOutputs:
     """Results (latest pane per key and window), late records and metrics for the windows
-    whose end day is within ``[first_day, last_day]`` (all days when omitted)."""
+    whose end day is within ``[first_day, last_day]`` (all days when omitted).
+
+    Standard windows run as Spark expressions (below); every other pipeline runs the operator
+    library per key (jobs/keyed_windows.py). Both give what the live stream gives."""
     if not spec.is_standard_window:
-        raise UnsupportedPipeline(
-            f"the vectorised path handles tumbling/sliding windows with the event-time trigger; "
-            f"this pipeline has a {spec.window.type} window"
-        )
+        from jobs.keyed_windows import compute_keyed_windows
+
+        return compute_keyed_windows(arrivals, quarantine, spec, time_zone, first_day, last_day)
     lateness = spec.allowed_lateness_ms
     log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]
     assigned = classify(arrivals, spec, time_zone)
@@ -117,13 +133,14 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
     assigned = assigned.where(F.col("window_end_date").between(first_day, last_day))
     max_ts = F.col("window_end_ms") - F.lit(1)
 
-    late = (assigned.where(F.col("_class") == "dropped")
+    late = (assigned.where(F.col("_class") == DROPPED)
             .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
 
-    included = assigned.where(F.col("_class") != "dropped")
+    included = assigned.where(F.col("_class") != DROPPED)
     grouped = (included.groupBy("key", "window_start_ms", "window_end_ms", "window_end_date")
-               .agg(F.sum(F.when(F.col("_class") == "on_time", 1).otherwise(0)).alias("_on_time"),
-                    F.sum(F.when(F.col("_class") == "late_within", 1).otherwise(0))
+               .agg(F.sum(F.when(F.col("_class") == ON_TIME_CLASS, 1).otherwise(0))
+                    .alias("_on_time"),
+                    F.sum(F.when(F.col("_class") == LATE_WITHIN, 1).otherwise(0))
                     .alias("_late"),
                     *[_aggregate_column(a) for a in spec.aggregates]))
     # the end of the log: nothing fires past the last watermark a record carries
@@ -144,7 +161,7 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
                        "window_end_date", *tables.PANE_COLUMNS,
                        *[a.name for a in spec.aggregates]))
 
-    metrics = _metrics(assigned, quarantine, time_zone, first_day, last_day)
+    metrics = day_metrics(assigned, quarantine, time_zone, first_day, last_day)
     return WindowOutputs(results, late, metrics, first_day, last_day, assigned)
 
 
@@ -164,9 +181,9 @@ def lateness_aggregates() -> list[Column]:
         return F.sum(F.when(F.col("_class") == kind, 1).otherwise(0)).cast("long")
 
     return [
-        count("on_time").alias("on_time"),
-        count("late_within").alias("late_within_lateness"),
-        count("dropped").alias("dropped_late"),
+        count(ON_TIME_CLASS).alias("on_time"),
+        count(LATE_WITHIN).alias("late_within_lateness"),
+        count(DROPPED).alias("dropped_late"),
         F.percentile(lateness, [0.5, 0.95, 0.99]).alias("_lateness"),
         F.max(lateness).cast("long").alias("lateness_max_ms"),
         F.percentile(lag, 0.5).alias("_lag_p50"),
@@ -185,8 +202,10 @@ def lateness_columns() -> list[Column]:
     ]
 
 
-def _metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
-             first_day: str, last_day: str) -> DataFrame:
+def day_metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
+                first_day: str, last_day: str) -> DataFrame:
+    """Per day of window end: the fates of the (record, window) rows in ``assigned``
+    (``_class``, ``window_end_date``, times) and the quarantined records of the day."""
     per_day = assigned.groupBy("window_end_date").agg(*lateness_aggregates())
     if quarantine is not None:
         day = F.to_date(F.from_utc_timestamp(F.col("ingest_time"), time_zone))
@@ -206,7 +225,7 @@ def _metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
 
 def classify(arrivals: DataFrame, spec: PipelineSpec, time_zone: str = "UTC") -> DataFrame:
     """One row per (record, window) with ``window_end_date`` and ``_class``: on_time,
-    late_within or dropped (docs/semantics.md)."""
+    late_within_lateness or dropped_late (docs/semantics.md)."""
     lateness = spec.allowed_lateness_ms
     assigned = assign_windows(arrivals, spec.window).withColumn(
         "window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
@@ -214,9 +233,9 @@ def classify(arrivals: DataFrame, spec: PipelineSpec, time_zone: str = "UTC") ->
     w = F.col("watermark_ms")
     return assigned.withColumn(
         "_class",
-        F.when(max_ts + F.lit(lateness) <= w, F.lit("dropped"))
-        .when(w < max_ts, F.lit("on_time"))
-        .otherwise(F.lit("late_within")),
+        F.when(max_ts + F.lit(lateness) <= w, F.lit(DROPPED))
+        .when(w < max_ts, F.lit(ON_TIME_CLASS))
+        .otherwise(F.lit(LATE_WITHIN)),
     )
 
 
@@ -245,14 +264,19 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
     # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
     # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
     written = {}
-    for name, frame in ((tables.WINDOW_RESULTS, outputs.results),
-                        (tables.LATE_RECORDS, outputs.late),
-                        (tables.LATE_DATA_METRICS, outputs.metrics)):
-        path = settings.table_path(name)
-        replace_range(frame, path, column="window_end_date", first=outputs.first_day,
-                      last=outputs.last_day, partition_by="window_end_date")
-        written[name] = rows_written(spark, path)
-        progress(f"windows: wrote {written[name]} rows to {name}")
+    writes = [(tables.WINDOW_RESULTS, outputs.results), (tables.LATE_RECORDS, outputs.late),
+              (tables.LATE_DATA_METRICS, outputs.metrics)]
+    if outputs.keeps_assignments:
+        writes.insert(0, (tables.WINDOW_ASSIGNMENTS, outputs.assigned))
+    try:
+        for name, frame in writes:
+            path = settings.table_path(name)
+            replace_range(frame, path, column="window_end_date", first=outputs.first_day,
+                          last=outputs.last_day, partition_by="window_end_date")
+            written[name] = rows_written(spark, path)
+            progress(f"windows: wrote {written[name]} rows to {name}")
+    finally:
+        outputs.release()
     metrics = [row.asDict() for row in spark.read.format("delta")
                .load(settings.table_path(tables.LATE_DATA_METRICS))
                .where(F.col("window_end_date").between(outputs.first_day, outputs.last_day))

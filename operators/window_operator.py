@@ -46,6 +46,15 @@ EARLY = "EARLY"
 ON_TIME = "ON_TIME"
 LATE = "LATE"
 
+# How a record fared in one of its windows: the metrics' names, and the ``class`` of an
+# :data:`Assignment`.
+ON_TIME_CLASS = "on_time"
+LATE_WITHIN = "late_within_lateness"
+DROPPED = "dropped_late"
+
+Assignment = tuple[int, int, int, str]
+"""``(arrival_seq, window_start, window_end, class)``: one record's fate in one window."""
+
 
 @dataclass(slots=True)
 class Pane:
@@ -277,6 +286,9 @@ class WindowOperator:
         self.panes: list[Pane] = []
         self.late: list[LateRecord] = []
         self.metrics = {"on_time": 0, "late_within_lateness": 0, "dropped_late": 0}
+        self.assignments: list[Assignment] | None = None
+        """When a list, every (record, window) decision is appended to it: what a runtime needs
+        to compute late-data metrics for windows it cannot assign by itself (sessions merge)."""
         self._ctx = _Context(self)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -356,6 +368,16 @@ class WindowOperator:
         self.late.append(LateRecord(key, timestamp, arrival_seq, self.watermark, window.start,
                                     window.end))
         self.metrics["dropped_late"] += 1
+        if self.assignments is not None:
+            self.assignments.append((arrival_seq, window.start, window.end, DROPPED))
+
+    def _count(self, arrival_seq: int, window: TimeWindow, max_ts: int) -> None:
+        """Count a record added to a window: late within lateness once the window's on-time
+        firing is due (``max_timestamp <= watermark``), on time before."""
+        kind = LATE_WITHIN if max_ts <= self.watermark else ON_TIME_CLASS
+        self.metrics[kind] += 1
+        if self.assignments is not None:
+            self.assignments.append((arrival_seq, window.start, window.end, kind))
 
     # -- Flink's processElement -----------------------------------------------------------------
 
@@ -370,7 +392,6 @@ class WindowOperator:
         watermark = self.watermark
         all_windows = key_state.windows
         trigger = self.trigger
-        metrics = self.metrics
         lateness = self.allowed_lateness
         for window in windows:
             end = window.end
@@ -384,10 +405,7 @@ class WindowOperator:
             state = all_windows.get(window)
             if state is None:
                 state = all_windows[window] = WindowState()
-            if max_ts <= watermark:
-                metrics["late_within_lateness"] += 1
-            else:
-                metrics["on_time"] += 1
+            self._count(arrival_seq, window, max_ts)
             self._add(state, timestamp, element, arrival_seq)
             result = trigger.on_element(element, timestamp, window,
                                         self._bind(key, window, state, key_state))
@@ -426,10 +444,7 @@ class WindowOperator:
         state = windows.get(actual)
         if state is None:
             state = windows[actual] = WindowState()
-        if actual.max_timestamp <= watermark:
-            self.metrics["late_within_lateness"] += 1
-        else:
-            self.metrics["on_time"] += 1
+        self._count(arrival_seq, actual, actual.max_timestamp)
         self._add(state, timestamp, element, arrival_seq)
         result = self.trigger.on_element(element, timestamp, actual,
                                          self._bind(key, actual, state, key_state))
@@ -596,6 +611,20 @@ class WindowDriver:
         panes, late = op.panes, op.late
         op.panes, op.late = [], []
         return panes, late
+
+    def record_assignments(self) -> None:
+        """From now on, keep every (record, window) decision for :meth:`take_assignments`."""
+        if self.operator.assignments is None:
+            self.operator.assignments = []
+
+    def take_assignments(self) -> list[Assignment]:
+        """The (record, window) decisions since the last call (after
+        :meth:`record_assignments`), in the order they were made."""
+        op = self.operator
+        taken = op.assignments or []
+        if op.assignments is not None:
+            op.assignments = []
+        return taken
 
     # -- per-key state for runtimes that keep state per key ---------------------------------------
 

@@ -1,7 +1,11 @@
 """The headline promise (SEMANTICS §7): the same arrival log gives the same tables, row for row,
 whether produced by a backfill, a live stream sliced any way, a crashed and restarted stream,
 backfills of separate ranges, or another number of shuffle partitions; and they equal the
-pure-Python operator library replaying the log record by record."""
+pure-Python operator library replaying the log record by record.
+
+Every test runs for two pipelines over the same log: the demo's tumbling windows (the vectorised
+backfill) and session windows with allowed lateness (the operator library per key in both
+runtimes)."""
 
 from __future__ import annotations
 
@@ -29,9 +33,29 @@ pytestmark = pytest.mark.spark
 
 QUIET: dict[str, Callable[[str], None]] = {"progress": lambda _: None}
 OUTPUTS = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
+SESSIONS = """
+watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 1m}
+window: {type: session, gap: 4m}
+allowed_lateness: 1m
+aggregates:
+  - {name: events, fn: count}
+  - {name: value_sum, fn: sum, field: value}
+  - {name: value_max, fn: max, field: value}
+"""
 INGEST_BATCHES = 6
 SLICE = GeneratorConfig(events=500, duration_ms=8 * 3_600_000, keys=6, producers=3,
                         start_ms=1_767_225_600_000 + 14 * 3_600_000, very_late_fraction=0.02)
+
+
+@pytest.fixture(scope="module", params=["tumbling", "sessions"])
+def pipeline(request, tmp_path_factory) -> str | None:
+    """The pipeline file for ``PLATFORM_PIPELINE`` (None: the demo's). Both share the demo's
+    watermark strategy, so one arrival log serves both."""
+    if request.param == "tumbling":
+        return None
+    path = tmp_path_factory.mktemp("pipelines") / "sessions.yaml"
+    path.write_text(SESSIONS, encoding="utf-8")
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +72,13 @@ def source(spark, tmp_path_factory) -> PlatformSettings:
     return settings
 
 
-def _copy_of(source: PlatformSettings, home: Path) -> PlatformSettings:
+def _copy_of(source: PlatformSettings, home: Path, pipeline: str | None) -> PlatformSettings:
     """A fresh warehouse holding the very same arrival log and quarantine."""
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    env = {"PLATFORM_HOME": str(home)}
+    if pipeline is not None:
+        env["PLATFORM_PIPELINE"] = pipeline
+    settings = PlatformSettings.from_env(env)
+    assert settings.pipeline.watermark == source.pipeline.watermark
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
         shutil.copytree(source.table_path(name), settings.table_path(name))
     return settings
@@ -72,8 +100,8 @@ def _assert_identical(expected: dict[str, pd.DataFrame], actual: dict[str, pd.Da
 
 
 @pytest.fixture(scope="module")
-def backfilled(spark, source, tmp_path_factory) -> dict[str, pd.DataFrame]:
-    settings = _copy_of(source, tmp_path_factory.mktemp("backfill") / "platform")
+def backfilled(spark, source, pipeline, tmp_path_factory) -> dict[str, pd.DataFrame]:
+    settings = _copy_of(source, tmp_path_factory.mktemp("backfill") / "platform", pipeline)
     run_backfill(spark, settings, **QUIET)
     frames = _snapshot(spark, settings)
     assert len(frames[tables.LATE_DATA_METRICS]) == 2, "the log must span two days"
@@ -82,8 +110,9 @@ def backfilled(spark, source, tmp_path_factory) -> dict[str, pd.DataFrame]:
     return frames
 
 
-def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, backfilled, tmp_path):
-    settings = _copy_of(source, tmp_path / "live")
+def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, pipeline, backfilled,
+                                                           tmp_path):
+    settings = _copy_of(source, tmp_path / "live", pipeline)
     report = run_live(spark, settings, max_files_per_trigger=1, **QUIET)
     assert len(report.batches) >= INGEST_BATCHES  # one batch per file, plus timer-only ones
     _assert_identical(backfilled, _snapshot(spark, settings))
@@ -98,10 +127,10 @@ def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, backfi
 
 
 def test_live_with_random_batches_a_crash_and_a_restart_equals_the_backfill(
-        spark, source, backfilled, tmp_path):
+        spark, source, pipeline, backfilled, tmp_path):
     """Crash after batch 2 wrote everything but before Spark committed it: the restart runs it
     again, and the idempotent writes must not double anything."""
-    settings = _copy_of(source, tmp_path / "live")
+    settings = _copy_of(source, tmp_path / "live", pipeline)
     checkpoint = str(tmp_path / "checkpoint")
     sizes = random.Random(7)
 
@@ -120,10 +149,10 @@ def test_live_with_random_batches_a_crash_and_a_restart_equals_the_backfill(
 
 
 def test_long_running_trigger_stopped_mid_stream_then_resumed_equals_the_backfill(
-        spark, source, backfilled, tmp_path):
+        spark, source, pipeline, backfilled, tmp_path):
     """The processing-time trigger (the long-running job), stopped politely after a couple of
     micro-batches, then finished by an AvailableNow run from the same checkpoint."""
-    settings = _copy_of(source, tmp_path / "live")
+    settings = _copy_of(source, tmp_path / "live", pipeline)
     checkpoint = str(tmp_path / "checkpoint")
     query, sink = start_live(spark, settings, trigger="1 second", checkpoint=checkpoint,
                              max_files_per_trigger=1, **QUIET)
@@ -142,8 +171,8 @@ def test_long_running_trigger_stopped_mid_stream_then_resumed_equals_the_backfil
 
 
 def test_backfills_of_separate_days_and_other_shuffle_partitions_equal_one_backfill(
-        spark, source, backfilled, tmp_path):
-    settings = _copy_of(source, tmp_path / "ranges")
+        spark, source, pipeline, backfilled, tmp_path):
+    settings = _copy_of(source, tmp_path / "ranges", pipeline)
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "5")
     try:
@@ -151,18 +180,19 @@ def test_backfills_of_separate_days_and_other_shuffle_partitions_equal_one_backf
         for day in reversed(days):
             run_backfill(spark, settings, day, day, **QUIET)
         _assert_identical(backfilled, _snapshot(spark, settings))
-        live = _copy_of(source, tmp_path / "live")
+        live = _copy_of(source, tmp_path / "live", pipeline)
         run_live(spark, live, max_files_per_trigger=3, **QUIET)  # 5 state-store partitions
         _assert_identical(backfilled, _snapshot(spark, live))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
-def test_the_tables_equal_the_operator_library_replaying_the_log(spark, source, backfilled):
+def test_the_tables_equal_the_operator_library_replaying_the_log(spark, source, pipeline,
+                                                                backfilled, tmp_path):
     """Record by record, one driver for all keys, no Spark: the library itself."""
     log = spark.read.format("delta").load(source.table_path(tables.ARRIVAL_LOG)) \
         .orderBy("arrival_seq").toPandas()
-    spec = source.pipeline
+    spec = _copy_of(source, tmp_path / "replay", pipeline).pipeline
     driver = build_driver(spec)
     latest: dict[tuple, dict] = {}
     late: list[tuple] = []

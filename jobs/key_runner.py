@@ -1,0 +1,150 @@
+"""One key's records through the window operator, as output rows.
+
+The live processor (state in RocksDB between micro-batches) and the keyed backfill (one
+``applyInPandas`` call per key over the whole log) both feed a key's records in arrival order to
+the same ``WindowDriver`` and turn what it emits into the same rows; this module is that shared
+part, so the two runtimes cannot drift apart.
+
+Rows are dicts over :func:`output_columns`; ``kind`` says what a row is:
+
+- ``pane``: a window's pane with its aggregates (``agg_<name>``);
+- ``late``: a record dropped for a window (the late-records table);
+- ``assign``: a record added to a window, on time or late within lateness (``fate``); only when
+  assignments are recorded, for late-data metrics of windows Spark cannot assign by itself;
+- ``progress``: one per call with records: the arrival range and time bounds it covered.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+
+from operators.build import build_driver
+from operators.numbers import SPARK_TYPE
+from operators.pipeline import PipelineSpec
+from operators.time import MIN_WATERMARK
+from operators.window_operator import DROPPED, WindowDriver
+
+BASE_OUTPUT = [
+    ("kind", "string"),  # pane | late | assign | progress
+    ("key", "string"),
+    ("window_start_ms", "long"),
+    ("window_end_ms", "long"),
+    ("pane_index", "int"),
+    ("timing", "string"),
+    ("is_last", "boolean"),
+    ("arrival_seq", "long"),
+    ("event_time_ms", "long"),
+    ("ingest_time_ms", "long"),
+    ("watermark_ms", "long"),
+    ("value", SPARK_TYPE),
+    ("fate", "string"),  # assign rows: on_time | late_within_lateness
+    ("records", "long"),
+    ("min_arrival_seq", "long"),
+    ("min_event_ms", "long"),
+    ("max_event_ms", "long"),
+    ("min_ingest_ms", "long"),
+    ("max_ingest_ms", "long"),
+]
+
+_PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double": "Float64",
+                  "string": "object"}
+
+
+def aggregate_type(fn: str) -> str:
+    return {"count": "long", "mean": "double"}.get(fn, SPARK_TYPE)
+
+
+def output_columns(spec: PipelineSpec) -> list[tuple[str, str]]:
+    """``(name, Spark type)`` of every output column, the pipeline's aggregates as
+    ``agg_<name>``."""
+    return BASE_OUTPUT + [(f"agg_{a.name}", aggregate_type(a.fn)) for a in spec.aggregates]
+
+
+def output_schema(spec: PipelineSpec) -> str:
+    """DDL of the output rows, for ``transformWithStateInPandas`` and ``applyInPandas``."""
+    return ", ".join(f"{name} {kind}" for name, kind in output_columns(spec))
+
+
+class KeyRunner:
+    """A window driver for one key at a time, and the rows its output becomes."""
+
+    def __init__(self, spec: PipelineSpec, *, record_assignments: bool = False) -> None:
+        self.driver: WindowDriver = build_driver(spec)
+        if record_assignments:
+            self.driver.record_assignments()
+        columns = output_columns(spec)
+        self.columns = [name for name, _ in columns]
+        self.dtypes = {name: _PANDAS_DTYPES.get(kind, "object") for name, kind in columns}
+
+    def reset_clocks(self) -> None:
+        """Each key carries its own clocks (in its snapshot); the driver's global ones must not
+        leak from one key to the next."""
+        self.driver.watermark = MIN_WATERMARK
+        self.driver.processing_time = MIN_WATERMARK
+
+    def process(self, key: str, frame: pd.DataFrame) -> list[dict[str, Any]]:
+        """Feed the key's records (a frame of the arrival log's columns) in arrival order;
+        the rows it emitted, and a progress row."""
+        if not frame.arrival_seq.is_monotonic_increasing:
+            frame = frame.sort_values("arrival_seq", kind="stable")
+        driver = self.driver
+        extras: dict[int, tuple[int, int, int, Decimal | None]] = {}
+        for row in frame.itertuples(index=False):
+            element = json.loads(row.payload, parse_float=Decimal)
+            element["value"] = row.value
+            extras[row.arrival_seq] = (row.event_time_ms, row.ingest_time_ms, row.watermark_ms,
+                                       row.value)
+            driver.process(key, row.event_time_ms, element, arrival_seq=row.arrival_seq,
+                           watermark=row.watermark_ms, ingest_time=row.ingest_time_ms)
+        rows = self.emitted(key, extras)
+        rows.append({"kind": "progress", "key": key,
+                     "arrival_seq": int(frame.arrival_seq.max()), "records": len(frame),
+                     "min_arrival_seq": int(frame.arrival_seq.min()),
+                     "min_event_ms": int(frame.event_time_ms.min()),
+                     "max_event_ms": int(frame.event_time_ms.max()),
+                     "min_ingest_ms": int(frame.ingest_time_ms.min()),
+                     "max_ingest_ms": int(frame.ingest_time_ms.max())})
+        return rows
+
+    def fire(self, key: str, watermark: int) -> list[dict[str, Any]]:
+        """Fire the key's event-time timers due at ``watermark`` (one that a record carried)."""
+        self.driver.advance(watermark, MIN_WATERMARK)
+        return self.emitted(key, {})
+
+    def emitted(self, key: str, extras: dict[int, tuple[int, int, int, Decimal | None]]
+                ) -> list[dict[str, Any]]:
+        """Rows for what the driver emitted since the last call; ``extras`` has the
+        arrival-log columns of the records processed meanwhile (late and assign rows)."""
+        driver = self.driver
+        panes, late = driver.take_output()
+        rows: list[dict[str, Any]] = []
+        for pane in panes:
+            row = {"kind": "pane", "key": key, "window_start_ms": pane.window_start,
+                   "window_end_ms": pane.window_end, "pane_index": pane.pane_index,
+                   "timing": pane.timing, "is_last": pane.is_last}
+            row.update({f"agg_{name}": value for name, value in pane.values.items()})
+            rows.append(row)
+        for record in late:
+            _, ingest_time, _, value = extras[record.arrival_seq]
+            rows.append({"kind": "late", "key": key, "window_start_ms": record.window_start,
+                         "window_end_ms": record.window_end, "arrival_seq": record.arrival_seq,
+                         "event_time_ms": record.event_time_ms, "ingest_time_ms": ingest_time,
+                         "watermark_ms": record.watermark_ms, "value": value})
+        for arrival_seq, start, end, fate in driver.take_assignments():
+            if fate == DROPPED:
+                continue  # a late row already
+            event_time, ingest_time, watermark, _ = extras[arrival_seq]
+            rows.append({"kind": "assign", "key": key, "window_start_ms": start,
+                         "window_end_ms": end, "arrival_seq": arrival_seq,
+                         "event_time_ms": event_time, "ingest_time_ms": ingest_time,
+                         "watermark_ms": watermark, "fate": fate})
+        return rows
+
+    def frame(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
+        """Nullable dtypes per column: an all-null column must not turn into float NaN, which
+        Arrow cannot read as a long or a decimal."""
+        return pd.DataFrame(rows, columns=self.columns).astype(self.dtypes)

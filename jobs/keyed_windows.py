@@ -1,0 +1,138 @@
+"""Windowed outputs through the operator library, one key at a time.
+
+Spark's expressions cannot replay a session window (sessions merge as records arrive, and a
+record late for its own session may still bridge two live ones), a count or delta trigger, an
+evictor or a continuous trigger. For those pipelines the backfill runs the very runtime the live
+stream runs (:class:`jobs.key_runner.KeyRunner`): one ``applyInPandas`` call per key over the
+key's whole history in arrival order, then the key's timers fired at the log's last recorded
+watermark, which is where the live stream's final ``AvailableNow`` batch fires them. Keys are
+independent, so Spark spreads them over its cores; there is no replay of micro-batches.
+
+Late-data metrics need every record's fate in every window it reached, which only the operator
+knows here (the window a record joins depends on what arrived before it). The runtime therefore
+emits one *assignment* row per (record, window) (``fate``: on time, late within lateness,
+dropped), kept in the ``window_assignments`` table; per-day metrics are a function of that
+table, so the live stream, which appends to it batch by batch, and the backfill, which replaces
+a range of it, compute them identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs import tables
+from jobs.key_runner import KeyRunner, output_schema
+from jobs.windowed import UnsupportedPipeline, WindowOutputs, day_metrics, window_end_date
+from operators.pipeline import PipelineSpec
+from operators.time import MIN_WATERMARK
+from operators.window_operator import DROPPED
+
+INPUT_COLUMNS = ("key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value",
+                 "payload")
+
+
+def check_runnable(spec: PipelineSpec) -> None:
+    """Refuse, before any data is touched, what the Spark runtimes cannot run per key.
+
+    A processing-time timer of a key with no records would have to fire at another key's ingest
+    time, interleaved with event-time timers in one global order: only the single-threaded
+    replay (``eventtime-replay``) can honour that. A global window has no end, hence no day
+    partition for its results.
+    """
+    if spec.trigger is not None and "processing" in spec.trigger.type:
+        raise UnsupportedPipeline(
+            f"trigger.type {spec.trigger.type!r}: processing-time triggers run in the "
+            "eventtime-replay command only; the Spark runtimes (live and backfill) wake keys "
+            "from the event-time watermark")
+    if spec.window.type == "global":
+        raise UnsupportedPipeline(
+            "window.type 'global': results are partitioned by the day of the window's end, and "
+            "a global window never ends; use the eventtime-replay command")
+
+
+def _key_function(spec: PipelineSpec, log_watermark: int
+                  ) -> Callable[[tuple, pd.DataFrame], pd.DataFrame]:
+    def run_key(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
+        (key_value,) = key
+        runner = KeyRunner(spec, record_assignments=True)
+        rows = runner.process(key_value, frame)
+        rows += runner.fire(key_value, log_watermark)
+        latest: dict[tuple[int, int], dict] = {}
+        kept = []
+        for row in rows:
+            if row["kind"] == "pane":  # panes come in pane_index order per window
+                latest[(row["window_start_ms"], row["window_end_ms"])] = row
+            elif row["kind"] != "progress":
+                kept.append(row)
+        return runner.frame(kept + list(latest.values()))
+
+    return run_key
+
+
+def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) -> DataFrame:
+    """Panes (the latest per key and window), late rows and assignment rows of every key."""
+    return (arrivals.select(*INPUT_COLUMNS).groupBy("key")
+            .applyInPandas(_key_function(spec, log_watermark), output_schema(spec)))
+
+
+def pane_results(panes: DataFrame, spec: PipelineSpec, time_zone: str) -> DataFrame:
+    """Pane rows in the results table's shape (the caller keeps the latest pane)."""
+    return (panes.withColumn("window_start", F.timestamp_millis("window_start_ms"))
+            .withColumn("window_end", F.timestamp_millis("window_end_ms"))
+            .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
+            .select("key", "window_start_ms", "window_end_ms", "window_start", "window_end",
+                    "window_end_date", *tables.PANE_COLUMNS,
+                    *[F.col(f"agg_{a.name}").alias(a.name) for a in spec.aggregates]))
+
+
+def late_rows(late: DataFrame, time_zone: str) -> DataFrame:
+    """Late rows in the late-records table's shape."""
+    return (late.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+            .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
+            .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
+
+
+def assignment_rows(emitted: DataFrame, time_zone: str) -> DataFrame:
+    """Assign and late rows in the ``window_assignments`` table's shape (late rows are the
+    dropped assignments)."""
+    fate = F.when(F.col("kind") == "late", F.lit(DROPPED)).otherwise(F.col("fate"))
+    return (emitted.where(F.col("kind").isin("assign", "late"))
+            .withColumn("fate", fate)
+            .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
+            .select(*tables.WINDOW_ASSIGNMENTS_SCHEMA.fieldNames()))
+
+
+def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,
+                          time_zone: str = "UTC", first_day: str | None = None,
+                          last_day: str | None = None) -> WindowOutputs:
+    """Results, late records, metrics and assignments for the windows whose end day is within
+    ``[first_day, last_day]`` (all days when omitted), from the operator library per key.
+
+    The emitted rows are persisted (every output derives from them, and computing them runs
+    Python per record); :meth:`WindowOutputs.release` frees them.
+    """
+    check_runnable(spec)
+    log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]
+    emitted = emitted_rows(arrivals, spec,
+                           log_watermark if log_watermark is not None else MIN_WATERMARK)
+    emitted = (emitted.withColumn("window_end_date",
+                                  window_end_date(F.col("window_end_ms"), time_zone))
+               .persist(StorageLevel.MEMORY_AND_DISK))
+    if first_day is None or last_day is None:
+        bounds = emitted.agg(F.min("window_end_date"), F.max("window_end_date")).first()
+        first_day = first_day or (str(bounds[0]) if bounds[0] else "1970-01-01")
+        last_day = last_day or (str(bounds[1]) if bounds[1] else "1970-01-01")
+    in_range = emitted.where(F.col("window_end_date").between(first_day, last_day))
+    results = pane_results(in_range.where(F.col("kind") == "pane").drop("window_end_date"),
+                           spec, time_zone)
+    late = late_rows(in_range.where(F.col("kind") == "late").drop("window_end_date"), time_zone)
+    assignments = assignment_rows(in_range.drop("window_end_date"), time_zone)
+    metrics = day_metrics(assignments.withColumnRenamed("fate", "_class"), quarantine,
+                          time_zone, first_day, last_day)
+    return WindowOutputs(results, late, metrics, first_day, last_day, assignments,
+                         persisted=emitted)

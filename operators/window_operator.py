@@ -109,7 +109,9 @@ class WindowState:
     @classmethod
     def from_list(cls, row: list[Any], buffered: bool) -> tuple[TimeWindow, WindowState]:
         start, end, contents, trigger_state, pane_index, flags, window_state = row
-        state = cls([tuple(e) for e in contents] if buffered else contents)
+        if buffered and contents is not None:  # a purged or evicted-empty buffer is None
+            contents = [tuple(e) for e in contents]
+        state = cls(contents)
         state.trigger_state = trigger_state
         state.pane_index = pane_index
         state.on_time_done = bool(flags & 1)

@@ -9,12 +9,10 @@ runtimes)."""
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import time
 from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +25,7 @@ from jobs.live import run_live, start_live
 from jobs.live_sink import BATCH_METRICS
 from jobs.settings import PlatformSettings
 from jobs.windowed import run_backfill
-from operators.build import build_driver
+from tests.log_replay import late_of, metric_totals, replay, results_of
 
 pytestmark = pytest.mark.spark
 
@@ -193,27 +191,7 @@ def test_the_tables_equal_the_operator_library_replaying_the_log(spark, source, 
     log = spark.read.format("delta").load(source.table_path(tables.ARRIVAL_LOG)) \
         .orderBy("arrival_seq").toPandas()
     spec = _copy_of(source, tmp_path / "replay", pipeline).pipeline
-    driver = build_driver(spec)
-    latest: dict[tuple, dict] = {}
-    late: list[tuple] = []
-    for row in log.itertuples(index=False):
-        element = json.loads(row.payload, parse_float=Decimal)
-        element["value"] = row.value
-        driver.process(row.key, row.event_time_ms, element, arrival_seq=row.arrival_seq,
-                       watermark=row.watermark_ms, ingest_time=row.ingest_time_ms)
-        panes, dropped = driver.take_output()
-        for pane in panes:
-            latest[(pane.key, pane.window_start, pane.window_end)] = {
-                "pane_index": pane.pane_index, "timing": pane.timing, "is_last": pane.is_last,
-                **pane.values}
-        late.extend((r.key, r.arrival_seq, r.window_start, r.window_end) for r in dropped)
-    results = backfilled[tables.WINDOW_RESULTS]
-    names = [a.name for a in spec.aggregates]
-    got = {(r.key, r.window_start_ms, r.window_end_ms): {
-        "pane_index": r.pane_index, "timing": r.timing, "is_last": r.is_last,
-        **{n: getattr(r, n) for n in names}} for r in results.itertuples(index=False)}
-    assert got == latest
-    got_late = sorted(backfilled[tables.LATE_RECORDS][
-        ["key", "arrival_seq", "window_start_ms", "window_end_ms"]].itertuples(index=False,
-                                                                                 name=None))
-    assert got_late == sorted(late)
+    expected = replay(log, spec)
+    assert results_of(backfilled[tables.WINDOW_RESULTS], spec) == expected.latest
+    assert late_of(backfilled[tables.LATE_RECORDS]) == expected.late
+    assert metric_totals(backfilled[tables.LATE_DATA_METRICS]) == expected.metrics

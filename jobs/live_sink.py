@@ -74,14 +74,11 @@ class BatchSink:
             return  # a batch with no output at all
         self._merge_panes(batch.where(F.col("kind") == "pane"), batch_id)
         zone = self.settings.time_zone
-        append_idempotent(late_rows(batch.where(F.col("kind") == "late"), zone),
-                          self.settings.table_path(tables.LATE_RECORDS),
-                          app_id=self.app_id, version=batch_id, partition_by="window_end_date")
+        self._append_unless_empty(late_rows(batch.where(F.col("kind") == "late"), zone),
+                                  tables.LATE_RECORDS, batch_id, "late" in by_kind)
         if keyed:
-            append_idempotent(assignment_rows(batch, zone),
-                              self.settings.table_path(tables.WINDOW_ASSIGNMENTS),
-                              app_id=self.app_id, version=batch_id,
-                              partition_by="window_end_date")
+            self._append_unless_empty(assignment_rows(batch, zone), tables.WINDOW_ASSIGNMENTS,
+                                      batch_id, "late" in by_kind or "assign" in by_kind)
         progress = by_kind.get("progress")
         if progress is not None:
             touched = [by_kind[k] for k in ("progress", "assign", "late") if k in by_kind]
@@ -102,6 +99,16 @@ class BatchSink:
         self.batches.append(summary)
         self.progress(f"live: batch {batch_id}: {summary['records']} records, "
                       f"{summary['panes']} panes, {summary['late_records']} late")
+
+    def _append_unless_empty(self, rows: DataFrame, table: str, batch_id: int,
+                             has_rows: bool) -> None:
+        """Append under the batch's transaction id; a batch with nothing to add skips the
+        commit (about a second each on a small machine), unless the table must be created.
+        A repeated batch decides the same way, so idempotence holds either way."""
+        path = self.settings.table_path(table)
+        if has_rows or not table_exists(self.spark, path):
+            append_idempotent(rows, path, app_id=self.app_id, version=batch_id,
+                              partition_by="window_end_date")
 
     def _batch_metrics(self, summary: dict, batch: DataFrame | None) -> DataFrame:
         """The micro-batch's own row: its arrival range, what it emitted, and the lateness of

@@ -6,10 +6,19 @@ call, and outputs keyed by ``arrival_seq`` so a repeated batch writes the same r
 responses are joined onto the input first, so the very same function runs live (call, reuse a
 recording when a batch is repeated), as a replay (recordings only, the service may be down) or as
 a refresh (call again).
+
+Exactly-once: the outcomes of a batch are computed once (a local checkpoint, so no output is
+derived from a second round of calls), recorded in the responses table *before* anything else
+is written, and only then split into enriched rows and dead letters. A batch that crashes
+anywhere after the recording re-runs from the recordings with no calls and writes exactly the
+same rows; one that crashes before it calls again and nothing was written yet. (With recording
+switched off, a crash between the two output writes can split a record's fate; don't turn it
+off for live runs.)
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -30,6 +39,9 @@ OUTCOME_SCHEMA = ("arrival_seq long, watermark_ms long, status string, response_
 RECORDING_COLUMNS = ("arrival_seq", "status", "response_json", "error_type", "error_message",
                      "attempts")
 INPUT_COLUMNS = ("arrival_seq", "watermark_ms", "key")
+METRICS_STATUS = "_metrics"
+"""An extra outcome row per partition (negative ``arrival_seq``) carrying that task's call
+counters as JSON in ``response_json``: calls, retries, timeouts, errors, ..."""
 
 
 def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: str
@@ -37,6 +49,8 @@ def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: 
     """The function each Spark task runs; imports happen on the worker."""
 
     def enrich_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from pyspark import TaskContext
+
         from operators.async_io import enrich_batch
         from operators.async_results import Recording
         from services.enrichment_client import user_lookup
@@ -57,6 +71,10 @@ def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: 
         result = enrich_batch(records, user_lookup(service_url, token_env=token_env), config,
                               recorded=recorded or None)
         rows = [outcome.to_row() for outcome in result.outcomes]
+        counters = {k: v for k, v in vars(result.metrics).items() if k != "in_flight"}
+        rows.append({"arrival_seq": -1 - TaskContext.get().partitionId(), "watermark_ms": None,
+                     "status": METRICS_STATUS, "response_json": json.dumps(counters),
+                     "error_type": None, "error_message": None, "attempts": 0})
         yield pd.DataFrame(rows, columns=[c.split()[0] for c in OUTCOME_SCHEMA.split(", ")])
 
     return enrich_partition
@@ -84,6 +102,25 @@ class EnrichReport:
     enriched: int
     dead_letters: int
     calls_made: bool
+    counters: dict[str, int]
+    """Summed over tasks: records, calls, retries, timeouts, errors, rejected_results,
+    succeeded, dead_letters, replayed, missing_recordings; max_in_flight is the largest."""
+
+
+@dataclass
+class _Written:
+    enriched: int
+    dead_letters: int
+    counters: dict[str, int]
+
+
+def _sum_counters(rows: list[str]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for text in rows:
+        for name, value in json.loads(text).items():
+            total[name] = max(total.get(name, 0), value) if name == "max_in_flight" \
+                else total.get(name, 0) + value
+    return total
 
 
 def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url: str,
@@ -102,46 +139,56 @@ def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url:
         raise ValueError("the arrival log is empty")
     arrivals = log.where(F.col("arrival_seq").between(first, last))
     progress(f"enrichment: {config.mode} over arrival_seq {first}..{last}")
-    counts = _enrich_and_write(spark, settings, arrivals, service_url, config,
-                               write=lambda name, frame: replace_range(
-                                   frame, settings.table_path(name), column="arrival_seq",
-                                   first=int(first), last=int(last)))
-    report = EnrichReport(first, last, counts.get(True, 0), counts.get(False, 0),
-                          config.mode != EnrichMode.REPLAY)
-    progress(f"enrichment: {report.enriched} enriched, {report.dead_letters} dead letters")
+    written = _enrich_and_write(spark, settings, arrivals, service_url, config,
+                                write=lambda name, frame: replace_range(
+                                    frame, settings.table_path(name), column="arrival_seq",
+                                    first=int(first), last=int(last)))
+    report = EnrichReport(first, last, written.enriched, written.dead_letters,
+                          config.mode != EnrichMode.REPLAY, written.counters)
+    progress(f"enrichment: {report.enriched} enriched, {report.dead_letters} dead letters; "
+             f"{_describe(written.counters)}")
     return report
+
+
+def _describe(counters: dict[str, int]) -> str:
+    names = ("calls", "retries", "timeouts", "errors", "replayed", "max_in_flight")
+    return ", ".join(f"{name} {counters.get(name, 0)}" for name in names)
 
 
 def _enrich_and_write(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
                       service_url: str, config: AsyncEnrichConfig,
-                      write: Callable[[str, DataFrame], None]) -> dict[bool, int]:
-    """Enrich ``arrivals``, hand the enriched and dead-letter rows to ``write`` (which makes
-    the write idempotent), record the responses; return counts by success."""
+                      write: Callable[[str, DataFrame], None]) -> _Written:
+    """Enrich ``arrivals`` once, record the responses, then hand the enriched and dead-letter
+    rows to ``write`` (which makes each write idempotent). See the module docstring for why
+    in this order."""
     responses_path = settings.table_path(RESPONSES)
     recordings = read_table_or_none(spark, responses_path)
     if config.mode == EnrichMode.REPLAY and recordings is None:
         raise FileNotFoundError(f"replay needs recorded responses at {responses_path}")
-    outcomes = enrich_frame(arrivals, recordings, service_url, config).cache()
-    try:
-        enriched = (outcomes.where(F.col("status") == "ok")
-                    .join(arrivals.select("arrival_seq", "key", "event_time_ms", "value"),
-                          "arrival_seq")
-                    .withColumn("event_time", F.timestamp_millis("event_time_ms"))
-                    .select("arrival_seq", "key", "event_time_ms", "event_time", "value",
-                            "watermark_ms", "response_json"))
-        dead = (outcomes.where(F.col("status") != "ok")
-                .join(arrivals.select("arrival_seq", "key", "event_time_ms", "payload"),
+    computed = enrich_frame(arrivals, recordings, service_url, config).localCheckpoint(
+        eager=True)
+    counters = _sum_counters([row.response_json for row in computed
+                              .where(F.col("status") == METRICS_STATUS)
+                              .select("response_json").collect()])
+    outcomes = computed.where(F.col("status") != METRICS_STATUS)
+    if config.mode != EnrichMode.REPLAY and config.record:
+        _merge_recordings(spark, outcomes.select(*RECORDING_COLUMNS), responses_path)
+    enriched = (outcomes.where(F.col("status") == "ok")
+                .join(arrivals.select("arrival_seq", "key", "event_time_ms", "value"),
                       "arrival_seq")
-                .select("arrival_seq", "key", "event_time_ms", "payload", "status",
-                        "error_type", "error_message", "attempts"))
-        write(ENRICHED, enriched)
-        write(DEAD_LETTERS, dead)
-        if config.mode != EnrichMode.REPLAY and config.record:
-            _merge_recordings(spark, outcomes.select(*RECORDING_COLUMNS), responses_path)
-        counts = outcomes.groupBy((F.col("status") == "ok").alias("ok")).count().collect()
-    finally:
-        outcomes.unpersist()
-    return {row.ok: row["count"] for row in counts}
+                .withColumn("event_time", F.timestamp_millis("event_time_ms"))
+                .select("arrival_seq", "key", "event_time_ms", "event_time", "value",
+                        "watermark_ms", "response_json"))
+    dead = (outcomes.where(F.col("status") != "ok")
+            .join(arrivals.select("arrival_seq", "key", "event_time_ms", "payload"),
+                  "arrival_seq")
+            .select("arrival_seq", "key", "event_time_ms", "payload", "status",
+                    "error_type", "error_message", "attempts"))
+    write(ENRICHED, enriched)
+    write(DEAD_LETTERS, dead)
+    counts = {row.ok: row["count"] for row in
+              outcomes.groupBy((F.col("status") == "ok").alias("ok")).count().collect()}
+    return _Written(counts.get(True, 0), counts.get(False, 0), counters)
 
 
 def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service_url: str,
@@ -167,12 +214,12 @@ def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service
         def append(name: str, frame: DataFrame) -> None:
             append_idempotent(frame, settings.table_path(name), app_id=app_id, version=batch_id)
 
-        counts = _enrich_and_write(spark, settings, batch, service_url, config, append)
-        summary = {"batch_id": batch_id, "enriched": counts.get(True, 0),
-                   "dead_letters": counts.get(False, 0)}
+        written = _enrich_and_write(spark, settings, batch, service_url, config, append)
+        summary = {"batch_id": batch_id, "enriched": written.enriched,
+                   "dead_letters": written.dead_letters, **written.counters}
         batches.append(summary)
         progress(f"enrichment: batch {batch_id}: {summary['enriched']} enriched, "
-                 f"{summary['dead_letters']} dead letters")
+                 f"{summary['dead_letters']} dead letters; {_describe(written.counters)}")
 
     query = (reader.load(settings.table_path("arrival_log")).writeStream
              .foreachBatch(write_batch).option("checkpointLocation", checkpoint)

@@ -137,6 +137,28 @@ def generate(config: GeneratorConfig, landing: Path) -> dict[str, int]:
     return counts
 
 
+LATENESS_OPTIONS = (  # (option, GeneratorConfig field, type, help)
+    ("--mean-delay-ms", "mean_delay_ms", float, "mean of every event's exponential delay"),
+    ("--late-fraction", "late_fraction", float, "share delayed by up to --late-max-delay-ms"),
+    ("--late-max-delay-ms", "late_max_delay_ms", int, "extra delay of the late share"),
+    ("--very-late-fraction", "very_late_fraction", float,
+     "share delayed 10 min to 3 h, beyond any sensible watermark"),
+    ("--bad-fraction", "bad_fraction", float, "share of bad lines, of every kind"),
+)
+
+
+def add_lateness_arguments(parser: argparse.ArgumentParser) -> None:
+    """The lateness distribution and bad-line share as options (generator and demo)."""
+    for option, name, kind, text in LATENESS_OPTIONS:
+        default = getattr(GeneratorConfig, name)
+        parser.add_argument(option, type=kind, default=default,
+                            help=f"{text} (default {default})")
+
+
+def lateness_options(args: argparse.Namespace) -> dict[str, float | int]:
+    return {name: getattr(args, name) for _, name, _, _ in LATENESS_OPTIONS}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write seeded demo events into a landing folder.")
     parser.add_argument("landing", type=Path)
@@ -146,12 +168,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--keys", type=int, default=50)
     parser.add_argument("--producers", type=int, default=3)
-    parser.add_argument("--bad-fraction", type=float, default=0.01)
+    add_lateness_arguments(parser)
     args = parser.parse_args(argv)
     config = GeneratorConfig(
         seed=args.seed, start_ms=parse_timestamp_ms(args.start),
         duration_ms=parse_duration_ms(args.duration, setting="--duration"), events=args.events,
-        keys=args.keys, producers=args.producers, bad_fraction=args.bad_fraction,
+        keys=args.keys, producers=args.producers, **lateness_options(args),
     )
     counts = generate(config, args.landing)
     print(json.dumps(counts, indent=2))

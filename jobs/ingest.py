@@ -35,6 +35,7 @@ from operators.time import MIN_WATERMARK, parse_timestamp_ms
 from operators.watermarks import ArrivalWatermarks
 
 INVALID_UTF8 = "invalid_utf8"
+BAD_INGEST_STAMP = "bad_ingest_stamp"
 _CLOCK_RANGE = (0, 253_402_300_799_999)  # 1970 .. 9999-12-31: a collector stamp we can trust
 
 
@@ -131,6 +132,7 @@ def _read_lines(settings: PlatformSettings, plan: _Plan) -> list[_Line]:
     clock_field = settings.ingest_clock.split(":", 1)[1] if settings.ingest_clock != "wall" \
         else None
     lines: list[_Line] = []
+    stamp_limit = plan.planned_at_ms + settings.max_future_ms
     for relative in plan.files:
         partition = relative.split("/", 1)[0]
         raw = (settings.landing / relative).read_bytes()
@@ -154,6 +156,15 @@ def _read_lines(settings: PlatformSettings, plan: _Plan) -> list[_Line]:
                 clock = _clock_of(parsed.fields.get(clock_field))
             elif clock_field is not None:
                 clock = _clock_from_text(text, clock_field)
+            if clock is not None and clock > stamp_limit:
+                # a collector stamp from the future would drag the ingest clock (and with it
+                # idleness and interval ticks, hence watermarks) forward for every later record
+                if isinstance(parsed, ParsedEvent):
+                    parsed = Rejection(BAD_INGEST_STAMP,
+                                       f"{clock_field}={clock} is more than max_future_ms after "
+                                       f"the wall clock when the batch was planned "
+                                       f"({plan.planned_at_ms})", parsed.event_time_ms)
+                clock = None
             file_lines.append(_Line(relative, partition, number, clock, text, parsed))
         _fill_clock(file_lines, plan.planned_at_ms)
         lines.extend(file_lines)
@@ -206,20 +217,22 @@ def ingest(spark: SparkSession, settings: PlatformSettings,
         "source_partition", "source_file", "line_number", "ingest_time_ms", "reason", "detail",
         "event_time_ms", "raw_line")}
     for line in lines:
-        last_ingest = max(last_ingest, line.clock_ms)
+        # only a good record moves the ingest clock: a quarantined line never moves a watermark
+        clock = max(last_ingest, line.clock_ms)
         parsed = line.parsed
         if isinstance(parsed, ParsedEvent):
-            parsed = check_event_time_bounds(parsed.event_time_ms, last_ingest,
+            parsed = check_event_time_bounds(parsed.event_time_ms, clock,
                                              settings.max_future_ms, settings.max_past_ms) or parsed
         if isinstance(parsed, Rejection):
             for name, value in (("source_partition", line.source_partition),
                                 ("source_file", line.source_file),
                                 ("line_number", line.line_number),
-                                ("ingest_time_ms", last_ingest), ("reason", parsed.reason),
+                                ("ingest_time_ms", clock), ("reason", parsed.reason),
                                 ("detail", parsed.detail), ("event_time_ms", parsed.event_time_ms),
                                 ("raw_line", (line.text or "")[:10_000])):
                 bad[name].append(value)
             continue
+        last_ingest = clock
         good["watermark_ms"].append(watermarks.watermark_for(line.source_partition, last_ingest))
         watermarks.observe(line.source_partition, parsed.event_time_ms, last_ingest,
                            parsed.fields)

@@ -49,6 +49,10 @@ class BatchSink:
     app_id: str
     progress: Callable[[str], None] = print
     batches: list[dict] = field(default_factory=list)
+    """One summary per micro-batch written: arrival range, panes, late rows and the batch's
+    late-data figures (as in ``late_data_metrics_batches``)."""
+    days: tuple[str, str] | None = None
+    """The first and last day whose metrics any batch refreshed."""
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
@@ -93,9 +97,12 @@ class BatchSink:
             "panes": int(by_kind["pane"].rows) if "pane" in by_kind else 0,
             "late_records": int(by_kind["late"].rows) if "late" in by_kind else 0,
         }
-        append_idempotent(self._batch_metrics(summary, batch if keyed else None),
+        figures = self._batch_metrics(summary, batch if keyed else None)
+        row = figures.first()  # one row: computed once, appended as a literal
+        append_idempotent(self.spark.createDataFrame([row], figures.schema),
                           self.settings.table_path(BATCH_METRICS), app_id=self.app_id,
                           version=batch_id)
+        summary.update({k: v for k, v in row.asDict().items() if k not in summary})
         self.batches.append(summary)
         self.progress(f"live: batch {batch_id}: {summary['records']} records, "
                       f"{summary['panes']} panes, {summary['late_records']} late")
@@ -173,6 +180,8 @@ class BatchSink:
         day = F.to_date(F.from_utc_timestamp(F.timestamp_millis(F.lit(first_ms)), zone))
         last = F.to_date(F.from_utc_timestamp(F.timestamp_millis(F.lit(last_ms)), zone))
         first_day, last_day = (str(v) for v in self.spark.range(1).select(day, last).first())
+        self.days = (first_day, last_day) if self.days is None else (
+            min(self.days[0], first_day), max(self.days[1], last_day))
         quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
         if spec.is_standard_window:
             log = (self.spark.read.format("delta")

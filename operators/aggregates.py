@@ -19,7 +19,7 @@ result depends on the order in which elements were added.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -147,6 +147,41 @@ class Mean:
         if accumulator[1] == 0:
             return None
         return to_double(Decimal(accumulator[0])) / accumulator[1]
+
+
+class Reduce:
+    """Flink's ``ReduceFunction`` as an incremental aggregate: ``combine(a, b)`` folds two
+    values of the same type into one, so the accumulator is simply the value reduced so far.
+
+    ``field`` reduces that payload field (missing and null values are skipped, as SQL does);
+    without it whole elements (payload mappings, copied) are reduced, e.g. "the element with
+    the highest price". ``combine`` must be associative (session windows merge accumulators in
+    any grouping) and return JSON-able values (per-key state is checkpointed).
+    """
+
+    def __init__(self, combine: Callable[[Any, Any], Any], field: str | None = None) -> None:
+        self.combine = combine
+        self.field = field
+
+    def create_accumulator(self) -> Any:
+        return None
+
+    def add(self, element: Mapping[str, Any] | None, accumulator: Any) -> Any:
+        if self.field is None:
+            value = None if element is None else dict(element)
+        else:
+            value = None if element is None else element.get(self.field)
+        if value is None:
+            return accumulator
+        return value if accumulator is None else self.combine(accumulator, value)
+
+    def merge(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        return a if b is None else self.combine(a, b)
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
 
 
 BUILTIN_AGGREGATES = {"count": Count, "sum": Sum, "min": Min, "max": Max, "mean": Mean}

@@ -53,6 +53,25 @@ class LandingConfig(Config):
     events: int = Field(default=50_000)
     keys: int = Field(default=50)
     producers: int = Field(default=3)
+    mean_delay_ms: float = Field(default=1_000.0,
+                                 description="Every event is delayed by an exponential amount "
+                                             "with this mean")
+    late_fraction: float = Field(default=0.05,
+                                 description="Share delayed by up to late_max_delay_ms more")
+    late_max_delay_ms: int = Field(default=60_000)
+    very_late_fraction: float = Field(default=0.01,
+                                      description="Share delayed 10 min to 3 h: beyond any "
+                                                  "sensible watermark")
+    bad_fraction: float = Field(default=0.01, description="Share of bad lines of every kind")
+
+    def generator_config(self) -> GeneratorConfig:
+        return GeneratorConfig(
+            seed=self.seed, start_ms=parse_timestamp_ms(self.start),
+            duration_ms=parse_duration_ms(self.duration, setting="duration"),
+            events=self.events, keys=self.keys, producers=self.producers,
+            mean_delay_ms=self.mean_delay_ms, late_fraction=self.late_fraction,
+            late_max_delay_ms=self.late_max_delay_ms,
+            very_late_fraction=self.very_late_fraction, bad_fraction=self.bad_fraction)
 
 
 @asset(
@@ -65,10 +84,7 @@ class LandingConfig(Config):
 )
 def landing_files(config: LandingConfig, platform: PlatformResource) -> MaterializeResult:
     settings = platform.settings()
-    counts = generate(GeneratorConfig(
-        seed=config.seed, start_ms=parse_timestamp_ms(config.start),
-        duration_ms=parse_duration_ms(config.duration, setting="duration"), events=config.events,
-        keys=config.keys, producers=config.producers), settings.landing)
+    counts = generate(config.generator_config(), settings.landing)
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(settings.landing)),
         "files": counts["files"], "lines": counts["lines"],

@@ -12,7 +12,7 @@ from dagster import Definitions, EnvVar, PipesSubprocessClient
 from platform_defs.assets import ingest_landing, landing_files, windowed_outputs
 from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment
 from platform_defs.live_job import live_job
-from platform_defs.live_pipes import live_pipes_job
+from platform_defs.live_pipes import live_pipes_job, live_stream_job
 from platform_defs.monitoring import MonitoringResource
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.schedules import finality_schedule, windowed_job
@@ -30,7 +30,7 @@ def enrichment_resource() -> EnrichmentServiceResource:
 
 defs = Definitions(
     assets=[landing_files, ingest_landing, windowed_outputs, enrichment],
-    jobs=[windowed_job, live_job, live_pipes_job],
+    jobs=[windowed_job, live_job, live_pipes_job, live_stream_job],
     schedules=[finality_schedule],
     sensors=[landing_sensor],
     resources={

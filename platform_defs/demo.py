@@ -8,12 +8,32 @@ everything is.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from jobs.generator import add_lateness_arguments, lateness_options
+
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+DEMO_RECORD = "demo.json"
+
+
+def _check_same_demo(home: Path, options: dict) -> str | None:
+    """The landing folder keeps what earlier demos wrote, and ingest takes each file once: a
+    second demo with other options would mix two data sets (and skip the files whose names
+    repeat). Refuse that, with what to do; the same options again are a harmless re-run."""
+    record = home / DEMO_RECORD
+    if record.exists():
+        previous = json.loads(record.read_text(encoding="utf-8"))
+        if previous != options:
+            return (f"{home} already holds a demo generated with {previous}; these options "
+                    f"are {options}. Delete {home} to start over, or pass --home <new folder>.")
+    else:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(options, sort_keys=True), encoding="utf-8")
+    return None
 
 
 def _prepare_environment(home: Path) -> None:
@@ -33,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="where data, tables and Dagster storage go (default .platform)")
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=7)
+    add_lateness_arguments(parser)
     args = parser.parse_args(argv)
+    generator = {"events": args.events, "seed": args.seed, **lateness_options(args)}
+    problem = _check_same_demo(args.home.absolute(), generator)
+    if problem:
+        print(f"demo: {problem}", file=sys.stderr)
+        return 2
     _prepare_environment(args.home.absolute())
 
     from dagster import AssetSelection, DagsterInstance, materialize
@@ -44,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from jobs import tables
     from jobs.settings import SettingsError
+    from jobs.spark import SparkStartError
     from platform_defs.definitions import defs
 
     started = time.monotonic()
@@ -54,18 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
+    try:  # before Dagster, so a missing Java or unreachable Maven Central is one clear line
+        spark = resources["spark"].session()
+    except SparkStartError as error:
+        print(f"demo: {error}", file=sys.stderr)
+        return 1
     assets = list(defs.assets)
     print(f"[1/2] landing files + ingest (Dagster home {os.environ['DAGSTER_HOME']})")
     result = materialize(
         assets, instance=instance, resources=resources,
         selection=AssetSelection.assets("landing_files", "arrival_log", "quarantine"),
-        run_config={"ops": {"landing_files": {"config": {"events": args.events,
-                                                          "seed": args.seed}}},
-                    **QUIET_LOGS},
+        run_config={"ops": {"landing_files": {"config": generator}}, **QUIET_LOGS},
     )
     if not result.success:
         return 1
-    spark = resources["spark"].session()
     from pyspark.sql import functions as F
 
     arrival = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))

@@ -35,8 +35,9 @@ class EnrichmentServiceResource(ConfigurableResource):
     """Where the enrichment service is and how to call it."""
 
     service_url: str = Field(
-        default=os.environ.get("PLATFORM_ENRICHMENT_URL", "http://127.0.0.1:8080"),
-        description="Base URL of the user-catalogue service (PLATFORM_ENRICHMENT_URL)")
+        default=os.environ.get("PLATFORM_ENRICHMENT_URL", "http://127.0.0.1:8765"),
+        description="Base URL of the user-catalogue service (PLATFORM_ENRICHMENT_URL; "
+                    "`python -m services.enrichment_service` listens on 8765)")
     token: str | None = Field(
         default=None, description="Bearer token; set it with EnvVar, never as a literal")
     capacity: int = Field(default=16, description="Calls in flight per Spark task")
@@ -99,9 +100,12 @@ def enrichment(context: AssetExecutionContext, config: EnrichmentRunConfig,
     with worker_token(session, service.token):
         report = run_enrichment(session, settings, service.service_url, run_config,
                                 progress=context.log.info)
+    calls = {name: report.counters.get(name, 0) for name in
+             ("calls", "retries", "timeouts", "errors", "rejected_results", "replayed",
+              "missing_recordings", "max_in_flight")}
     yield MaterializeResult(asset_key=RESPONSES, metadata={
         **table_path_metadata(settings, RESPONSES), "calls_made": report.calls_made,
-        "mode": config.mode})
+        "mode": config.mode, **calls})
     yield MaterializeResult(asset_key=ENRICHED, metadata={
         **table_path_metadata(settings, ENRICHED), "enriched": report.enriched,
         "first_seq": report.first_seq, "last_seq": report.last_seq})

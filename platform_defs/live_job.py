@@ -67,7 +67,8 @@ class IncrementConfig(Config):
 @op(description="Ingest new landing files, then update the windowed tables for the days "
                 "they can change.")
 def live_increment(context: OpExecutionContext, config: IncrementConfig,
-                   platform: PlatformResource, spark: DeltaSparkResource) -> None:
+                   platform: PlatformResource, spark: DeltaSparkResource,
+                   monitoring_thresholds: monitoring.MonitoringResource) -> None:
     settings = platform.settings()
     step = run_increment(spark.session(), settings, progress=context.log.info,
                          engine=config.engine)
@@ -76,6 +77,9 @@ def live_increment(context: OpExecutionContext, config: IncrementConfig,
         context.log_event(event)
     for event in day_materializations(settings, step.metrics):
         context.log_event(event)
+    if step.metrics:  # the late-data checks judge live days as they judge backfilled ones
+        for evaluation in monitoring.check_evaluations(step.metrics, monitoring_thresholds):
+            context.log_event(evaluation)
 
 
 @job(description="Incremental run: ingest new landing files and update the windowed tables "

@@ -1,17 +1,41 @@
-"""The incremental run outside the Dagster process, through Dagster Pipes.
+"""Live runs outside the Dagster process, through Dagster Pipes.
 
-``live_pipes_job`` launches ``platform_defs/live_process.py`` with ``PipesSubprocessClient``:
-the subprocess has its own interpreter, SparkSession and memory, its log lines stream into the
-run's logs as it goes, and what it reports at the end becomes asset materialisations here, the
-same ones the in-process ``live_job`` records.
+Both jobs launch ``platform_defs/live_process.py`` in its own interpreter, SparkSession and
+memory; its log lines stream into the run's logs as it goes.
+
+- ``live_pipes_job``: one increment (what the landing sensor's ``live_job`` does in process);
+  what it reports at the end becomes the same asset materialisations ``live_job`` records.
+- ``live_stream_job``: the long-running live stream. Each micro-batch the process reports is
+  recorded at once as an observation of ``late_data_metrics`` (records, panes, late rows, on
+  time, late within lateness, dropped, lateness percentiles, watermark lag), so the asset's plots
+  move while the job runs; when it stops (``max_batches``, ``duration_seconds``, or the run being
+  terminated, which stops the stream cleanly with its checkpoint kept), the days it touched
+  are recorded as materialisations and judged by the late-data checks.
 """
 
+import os
+import subprocess
 import sys
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
-from dagster import OpExecutionContext, PipesSubprocessClient, job, op
+from dagster import (
+    AssetObservation,
+    Config,
+    OpExecutionContext,
+    PipesSubprocessClient,
+    PipesTempFileContextInjector,
+    PipesTempFileMessageReader,
+    job,
+    op,
+    open_pipes_session,
+)
+from pydantic import Field
 
 from jobs.ingest import IngestReport
+from jobs.settings import PlatformSettings
+from platform_defs import monitoring
 from platform_defs.live_job import (
     IncrementConfig,
     day_materializations,
@@ -19,35 +43,133 @@ from platform_defs.live_job import (
 )
 from platform_defs.resources import PlatformResource
 
+PROJECT = Path(__file__).parent.parent
+
+
+def _environment(settings: PlatformSettings) -> dict[str, str]:
+    return {"PLATFORM_HOME": str(settings.home), "PLATFORM_WAREHOUSE": str(settings.warehouse),
+            "PLATFORM_LANDING": str(settings.landing),
+            "PLATFORM_PIPELINE": str(settings.pipeline_path),
+            "PLATFORM_TIME_ZONE": settings.time_zone, "PYTHONUNBUFFERED": "1"}
+
+
+def _ingest_report(message: dict) -> IngestReport:
+    return IngestReport(batch_id=message["batch_id"], files=message["files"],
+                        records=message["records"], quarantined=message["quarantined"],
+                        watermark_ms=message["watermark_ms"])
+
+
+def _record_days(context: OpExecutionContext, settings: PlatformSettings, metrics: list[dict],
+                 thresholds: monitoring.MonitoringResource) -> None:
+    """Materialisations of the days written, and the late-data checks' verdict on them."""
+    for event in day_materializations(settings, metrics):
+        context.log_event(event)
+    if metrics:
+        for evaluation in monitoring.check_evaluations(metrics, thresholds):
+            context.log_event(evaluation)
+
 
 @op(description="Runs platform_defs/live_process.py through Dagster Pipes and records what "
                 "it wrote.")
 def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          platform: PlatformResource,
+                         monitoring_thresholds: monitoring.MonitoringResource,
                          pipes_subprocess_client: PipesSubprocessClient) -> None:
     settings = platform.settings()
-    env = {"PLATFORM_HOME": str(settings.home), "PLATFORM_WAREHOUSE": str(settings.warehouse),
-           "PLATFORM_LANDING": str(settings.landing),
-           "PLATFORM_PIPELINE": str(settings.pipeline_path),
-           "PLATFORM_TIME_ZONE": settings.time_zone, "PLATFORM_LIVE_ENGINE": config.engine,
-           "PYTHONUNBUFFERED": "1"}
     invocation = pipes_subprocess_client.run(
-        command=[sys.executable, "-m", "platform_defs.live_process"], context=context, env=env,
-        cwd=str(Path(__file__).parent.parent))
+        command=[sys.executable, "-m", "platform_defs.live_process"], context=context,
+        env={**_environment(settings), "PLATFORM_LIVE_ENGINE": config.engine},
+        cwd=str(PROJECT))
     for message in invocation.get_custom_messages():
-        ingest = message["ingest"]
-        report = IngestReport(batch_id=ingest["batch_id"], files=ingest["files"],
-                              records=ingest["records"], quarantined=ingest["quarantined"],
-                              watermark_ms=ingest["watermark_ms"])
+        report = _ingest_report(message["ingest"])
         context.log.info(f"live process ({message['engine']}): days {message['first_day']} .. "
                          f"{message['last_day']}, {report.records} records ingested")
         for event in ingest_materializations(settings, report):
             context.log_event(event)
-        for event in day_materializations(settings, message["metrics"]):
-            context.log_event(event)
+        _record_days(context, settings, message["metrics"], monitoring_thresholds)
 
 
 @job(description="The incremental run in a subprocess (Dagster Pipes): for long-running or "
                  "memory-heavy live steps.")
 def live_pipes_job():
     live_increment_pipes()
+
+
+class StreamConfig(Config):
+    """How long the live stream runs and how often it works."""
+
+    trigger: str = Field(default="10 seconds", description="Spark micro-batch interval")
+    poll_seconds: float = Field(default=5.0,
+                                description="How often new landing files are ingested and "
+                                            "progress is reported")
+    max_batches: int = Field(default=0, description="Stop after this many micro-batches "
+                                                    "(0: run until the run is terminated)")
+    duration_seconds: float = Field(default=0.0, description="Stop after this long (0: never)")
+
+
+class _StreamRecorder:
+    """Turns the process's messages into Dagster events as they arrive."""
+
+    def __init__(self, context: OpExecutionContext, settings: PlatformSettings,
+                 thresholds: monitoring.MonitoringResource) -> None:
+        self.context = context
+        self.settings = settings
+        self.thresholds = thresholds
+        self.handled = 0
+        self.batches = 0
+
+    def handle(self, messages: Iterable[dict]) -> None:
+        messages = list(messages)
+        for message in messages[self.handled:]:
+            kind = message.get("kind")
+            if kind == "batch":
+                self.batches += 1
+                self.context.log_event(AssetObservation(
+                    asset_key=monitoring.METRICS_ASSET,
+                    metadata=monitoring.batch_metadata(message),
+                    description=f"live micro-batch {message['batch_id']}"))
+            elif kind == "ingest":
+                for event in ingest_materializations(self.settings, _ingest_report(message)):
+                    self.context.log_event(event)
+            elif kind == "stopped":
+                _record_days(self.context, self.settings, message["metrics"], self.thresholds)
+        self.handled = len(messages)
+
+
+@op(description="Runs the long-running live stream in its own process (Dagster Pipes), "
+                "observing late data per micro-batch while it runs.")
+def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
+                      platform: PlatformResource,
+                      monitoring_thresholds: monitoring.MonitoringResource) -> None:
+    settings = platform.settings()
+    command = [sys.executable, "-m", "platform_defs.live_process", "--stream",
+               "--trigger", config.trigger, "--poll", str(config.poll_seconds),
+               "--max-batches", str(config.max_batches),
+               "--duration", str(config.duration_seconds)]
+    recorder = _StreamRecorder(context, settings, monitoring_thresholds)
+    with open_pipes_session(context=context, context_injector=PipesTempFileContextInjector(),
+                            message_reader=PipesTempFileMessageReader()) as session:
+        env = {**os.environ, **_environment(settings), **session.get_bootstrap_env_vars()}
+        process = subprocess.Popen(command, env=env, cwd=str(PROJECT))
+        try:
+            while process.poll() is None:
+                recorder.handle(session.get_custom_messages())
+                time.sleep(0.5)
+        finally:
+            if process.poll() is None:  # the run was terminated: stop the stream cleanly
+                process.terminate()
+                try:
+                    process.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+    recorder.handle(session.get_custom_messages())
+    if process.returncode != 0:
+        raise RuntimeError(f"the live stream process exited with {process.returncode}")
+    context.log.info(f"live stream: {recorder.batches} micro-batches observed")
+
+
+@job(description="The long-running live stream in a subprocess (Dagster Pipes): Structured "
+                 "Streaming with a processing-time trigger, ingesting new landing files as it "
+                 "goes and reporting each micro-batch's late data as an observation.")
+def live_stream_job():
+    live_stream_pipes()

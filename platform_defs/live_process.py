@@ -1,17 +1,35 @@
-"""The incremental run as a separate process, launched by Dagster Pipes (``live_pipes_job``).
+"""The live run as a separate process, launched by Dagster Pipes.
 
 A long-running or heavy live step should not share the Dagster run worker's memory and JVM: this
-script starts its own SparkSession, streams its progress back as Pipes log lines while it runs,
-and at the end reports what it wrote as one custom message, which the launching op turns into
-asset materialisations (per day for the partitioned tables). Run it by hand without Dagster and
-it simply prints its progress.
+script starts its own SparkSession and reports back through Dagster Pipes. Two modes:
+
+- ``python -m platform_defs.live_process`` (``live_pipes_job``): one increment (ingest, then the
+  windowed tables for the days it touched) and stop. Progress streams back as Pipes log lines;
+  at the end one custom message says what was written, which the launching op turns into asset
+  materialisations (per day for the partitioned tables).
+- ``python -m platform_defs.live_process --stream --trigger "10 seconds"``
+  (``live_stream_job``): the long-running live stream. It ingests new landing files every
+  ``--poll`` seconds while the streaming query runs, and reports every micro-batch the moment it
+  is written (records, panes, late rows and the batch's late-data figures), which the launching
+  op records as asset observations, so the UI plots late data while the job runs. It stops after
+  ``--max-batches`` or ``--duration``, or on SIGTERM/SIGINT (Dagster terminating the run), with
+  the checkpoint kept: the next start resumes where it stopped.
+
+Run by hand without Dagster it simply prints its progress.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
+import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
 
 from dagster_pipes import PipesEnvVarParamsLoader, open_dagster_pipes
 
@@ -19,29 +37,104 @@ from dagster_pipes import PipesEnvVarParamsLoader, open_dagster_pipes
 def _jsonable(value: object) -> object:
     if isinstance(value, dt.date | dt.datetime):
         return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
     return value
 
 
-def main() -> int:
+def _row(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _jsonable(v) for k, v in values.items()}
+
+
+def _ingest_message(report) -> dict[str, Any]:
+    return {"batch_id": report.batch_id, "records": report.records, "files": report.files,
+            "quarantined": report.quarantined, "watermark_ms": report.watermark_ms}
+
+
+def run_once(pipes, progress: Callable[[str], None]) -> None:
     from jobs.settings import PlatformSettings
     from jobs.spark import get_spark
     from platform_defs.increment import run_increment
 
+    settings = PlatformSettings.from_env()
+    spark = get_spark(app_name="eventtime-live")
+    step = run_increment(spark, settings, progress=progress,
+                         engine=os.environ.get("PLATFORM_LIVE_ENGINE", "auto"))
+    pipes.report_custom_message({
+        "kind": "increment", "engine": step.engine, "first_day": step.first_day,
+        "last_day": step.last_day, "ingest": _ingest_message(step.ingest),
+        "metrics": [_row(row) for row in step.metrics]})
+
+
+def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace) -> None:
+    from pyspark.sql import functions as F
+
+    from jobs import tables
+    from jobs.ingest import ingest
+    from jobs.live import start_live
+    from jobs.settings import PlatformSettings
+    from jobs.spark import get_spark
+
+    settings = PlatformSettings.from_env()
+    spark = get_spark(app_name="eventtime-live-stream")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    first = ingest(spark, settings, progress=progress)  # the stream needs an arrival log
+    if first.batch_id is not None:
+        pipes.report_custom_message({"kind": "ingest", **_ingest_message(first)})
+    query, sink = start_live(spark, settings, trigger=args.trigger, progress=progress)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    reported = 0
+    try:
+        while query.isActive and not stop.is_set():
+            for summary in sink.batches[reported:]:
+                pipes.report_custom_message({"kind": "batch", **_row(summary)})
+                reported += 1
+            if args.max_batches and reported >= args.max_batches:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            report = ingest(spark, settings, progress=progress)
+            if report.batch_id is not None:
+                pipes.report_custom_message({"kind": "ingest", **_ingest_message(report)})
+            stop.wait(args.poll)
+        if query.exception() is not None:
+            raise RuntimeError(f"live stream failed: {query.exception()}")
+    finally:
+        query.stop()  # between micro-batches or not, the checkpoint keeps the position
+    for summary in sink.batches[reported:]:
+        pipes.report_custom_message({"kind": "batch", **_row(summary)})
+    metrics = []
+    if sink.days is not None:
+        metrics = [_row(row.asDict()) for row in spark.read.format("delta")
+                   .load(settings.table_path(tables.LATE_DATA_METRICS))
+                   .where(F.col("window_end_date").between(*sink.days))
+                   .orderBy("window_end_date").collect()]
+    pipes.report_custom_message({"kind": "stopped", "batches": len(sink.batches),
+                                 "metrics": metrics})
+    progress(f"live stream stopped after {len(sink.batches)} micro-batches")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stream", action="store_true",
+                        help="run the long-running live stream instead of one increment")
+    parser.add_argument("--trigger", default="10 seconds",
+                        help="micro-batch interval of the stream (Spark's processing time)")
+    parser.add_argument("--poll", type=float, default=5.0,
+                        help="seconds between ingests of new landing files and reports")
+    parser.add_argument("--max-batches", type=int, default=0, help="stop after N (0: never)")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="stop after this many seconds (0: never)")
+    args = parser.parse_args(argv)
     with open_dagster_pipes() as pipes:
         under_dagster = PipesEnvVarParamsLoader().is_dagster_pipes_process()
         progress = pipes.log.info if under_dagster else print
-        settings = PlatformSettings.from_env()
-        spark = get_spark(app_name="eventtime-live")
-        step = run_increment(spark, settings, progress=progress,
-                             engine=os.environ.get("PLATFORM_LIVE_ENGINE", "auto"))
-        report = step.ingest
-        pipes.report_custom_message({
-            "engine": step.engine, "first_day": step.first_day, "last_day": step.last_day,
-            "ingest": {"batch_id": report.batch_id, "records": report.records,
-                       "files": report.files, "quarantined": report.quarantined,
-                       "watermark_ms": report.watermark_ms},
-            "metrics": [{k: _jsonable(v) for k, v in row.items()} for row in step.metrics],
-        })
+        if args.stream:
+            run_stream(pipes, progress, args)
+        else:
+            run_once(pipes, progress)
     return 0
 
 

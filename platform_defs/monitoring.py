@@ -13,9 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
+    AssetKey,
     ConfigurableResource,
 )
 from pydantic import Field
@@ -111,9 +113,10 @@ def summarise(rows: Iterable[Mapping]) -> dict[str, int | float | str]:
     return summary
 
 
-def evaluate(summary: Mapping, thresholds: MonitoringResource) -> list[AssetCheckResult]:
-    """One result per check: passed, or failed with WARN or ERROR severity."""
-    results = []
+def _verdicts(summary: Mapping, thresholds: MonitoringResource
+              ) -> list[tuple[str, bool, AssetCheckSeverity, dict]]:
+    """Per check: its name, whether it passed, the severity if not, and its metadata."""
+    verdicts = []
     for check in CHECKS:
         value = float(summary.get(check.value_key, 0) or 0)
         warn = float(getattr(thresholds, check.warn_field))
@@ -122,14 +125,38 @@ def evaluate(summary: Mapping, thresholds: MonitoringResource) -> list[AssetChec
                     "worst_day": str(summary.get(f"{check.value_key}_day", "")),
                     "days": int(summary.get("days", 0))}
         if value > error:
-            results.append(AssetCheckResult(check_name=check.name, asset_key=METRICS_ASSET,
-                                            passed=False, severity=AssetCheckSeverity.ERROR,
-                                            metadata=metadata))
+            verdicts.append((check.name, False, AssetCheckSeverity.ERROR, metadata))
         elif value > warn:
-            results.append(AssetCheckResult(check_name=check.name, asset_key=METRICS_ASSET,
-                                            passed=False, severity=AssetCheckSeverity.WARN,
-                                            metadata=metadata))
+            verdicts.append((check.name, False, AssetCheckSeverity.WARN, metadata))
         else:
-            results.append(AssetCheckResult(check_name=check.name, asset_key=METRICS_ASSET,
-                                            passed=True, metadata=metadata))
-    return results
+            verdicts.append((check.name, True, AssetCheckSeverity.ERROR, metadata))
+    return verdicts
+
+
+def evaluate(summary: Mapping, thresholds: MonitoringResource) -> list[AssetCheckResult]:
+    """One result per check: passed, or failed with WARN or ERROR severity (for the assets
+    that carry the checks)."""
+    return [AssetCheckResult(check_name=name, asset_key=METRICS_ASSET, passed=passed,
+                             severity=severity, metadata=metadata)
+            for name, passed, severity, metadata in _verdicts(summary, thresholds)]
+
+
+def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource
+                      ) -> list[AssetCheckEvaluation]:
+    """The same verdicts over the metrics rows an op job wrote (the live runs), as events an
+    op logs: the checks' history then shows live and backfilled days alike. An op cannot
+    block its downstream the way the asset's blocking checks do; the run logs the failure."""
+    summary = summarise(rows)
+    return [AssetCheckEvaluation(asset_key=AssetKey(METRICS_ASSET), check_name=name,
+                                 passed=passed, severity=severity, metadata=metadata)
+            for name, passed, severity, metadata in _verdicts(summary, thresholds)]
+
+
+def batch_metadata(summary: Mapping) -> dict[str, int | float]:
+    """A live micro-batch's figures as plottable numbers (an observation's metadata)."""
+    values = day_metadata(summary)
+    values.pop("quarantined", None)
+    values.pop("quarantine_rate", None)
+    for name in ("batch_id", "records", "panes", "late_records"):
+        values[name] = int(summary.get(name) or 0)
+    return values

@@ -124,3 +124,52 @@ def test_streamed_enrichment_with_a_crash_equals_the_batch_run(spark, platform_e
                                       _table(spark, settings, name), check_exact=True)
     assert len(_table(spark, settings, ENRICHED)) > 0 and len(_table(spark, settings,
                                                                     DEAD_LETTERS)) > 0
+
+
+def test_a_crash_between_the_output_writes_splits_no_record(spark, platform_env, monkeypatch):
+    """The service fails at random, so calling again gives other answers. A batch that crashes
+    after appending its enriched rows but before its dead letters must, when repeated, write
+    the dead letters of the *same* outcomes: every record in exactly one of the two tables,
+    and the recorded responses telling the same story (a replay reproduces both)."""
+    import jobs.enrichment as enrichment
+
+    settings = PlatformSettings.from_env()
+    for index in range(3):
+        generate(GeneratorConfig(events=150, keys=50, duration_ms=3_600_000, bad_fraction=0,
+                                 seed=10 + index,
+                                 start_ms=1_767_225_600_000 + index * 3_600_000),
+                 settings.landing)
+        ingest(spark, settings, **QUIET)
+    real_append = enrichment.append_idempotent
+    crashes: list[int] = []
+
+    def crash_after_the_enriched_append(frame, path, **options):
+        real_append(frame, path, **options)
+        if path.endswith(ENRICHED) and options["version"] == 1 and not crashes:
+            crashes.append(1)
+            raise RuntimeError("simulated crash between the enriched and dead-letter writes")
+
+    monkeypatch.setattr(enrichment, "append_idempotent", crash_after_the_enriched_append)
+    retry = RetryPolicy.fixed(2, 5, retry_on=TRANSIENT_ERRORS)
+    config = AsyncEnrichConfig(capacity=8, timeout_ms=2_000, retry=retry)
+    checkpoint = str(settings.warehouse / "_checkpoints" / "enrichment-test")
+    with running_service(users=40, error_rate=0.3, seed=5) as service:
+        with pytest.raises(Exception, match="simulated crash"):
+            run_enrichment_live(spark, settings, service.base_url, config,
+                                checkpoint=checkpoint, max_files_per_trigger=1, **QUIET)
+        batches = run_enrichment_live(spark, settings, service.base_url, config,
+                                      checkpoint=checkpoint, max_files_per_trigger=1, **QUIET)
+    assert crashes == [1]
+    assert batches[0]["batch_id"] == 1 and batches[0]["calls"] == 0, \
+        "the repeated batch answers from its recordings"
+    assert sum(b["errors"] for b in batches) > 0, "the service did fail at random"
+    enriched, dead = _table(spark, settings, ENRICHED), _table(spark, settings, DEAD_LETTERS)
+    log = spark.read.format("delta").load(settings.table_path("arrival_log")).count()
+    seqs = pd.concat([enriched.arrival_seq, dead.arrival_seq])
+    assert seqs.is_unique and len(seqs) == log
+    assert (dead.error_type.str.endswith("ServerError")).any()
+
+    replay = AsyncEnrichConfig(capacity=8, timeout_ms=200, retry=retry, mode=EnrichMode.REPLAY)
+    run_enrichment(spark, settings, "http://127.0.0.1:9", replay, **QUIET)  # nothing listens
+    pd.testing.assert_frame_equal(enriched, _table(spark, settings, ENRICHED))
+    pd.testing.assert_frame_equal(dead, _table(spark, settings, DEAD_LETTERS))

@@ -148,3 +148,47 @@ def test_configuration_errors_name_the_setting(platform_env, tmp_path: Path):
         PlatformSettings.from_env({"PLATFORM_PIPELINE": str(bad)})
     with pytest.raises(SettingsError, match="PLATFORM_MAX_FUTURE"):
         PlatformSettings.from_env({"PLATFORM_MAX_FUTURE": "soon"})
+
+
+def test_bad_lines_and_bogus_stamps_change_nothing_for_the_good_records(spark, tmp_path):
+    """Quarantined lines never move the ingest clock, so never the watermark either (idleness
+    and interval ticks run on that clock): the log with bad lines mixed in equals the log of
+    the good lines alone. A collector stamp far in the future is itself quarantined."""
+    start = 1_767_225_600_000
+    good = {
+        "producer-0": [{"key": f"k{i % 3}", "event_time": start + i * 20_000,
+                        "received_at": start + i * 20_000 + 500} for i in range(12)],
+        "producer-1": [{"key": "k9", "event_time": start + i * 90_000,
+                        "received_at": start + i * 90_000 + 700} for i in range(3)],
+    }
+    bad = {
+        "producer-0": [{"event_time": start + 30_000, "received_at": start + 3_600_000},
+                       {"key": "k1", "event_time": start + 40_000,
+                        "received_at": 253_402_300_000_000}],  # the year 9999
+        "producer-1": [{"key": "k9", "event_time": "soon", "received_at": start + 7_200_000},
+                       "{broken", {"key": "k9", "event_time": start + 50_000,
+                                   "received_at": "2999-01-01T00:00:00Z"}],
+    }
+
+    def ingest_into(home: Path, with_bad: bool):
+        settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+        for partition, lines in good.items():
+            extra = bad[partition] if with_bad else []
+            mixed = [*lines[:4], *extra, *lines[4:]]
+            path = settings.landing / partition / "f.jsonl"
+            path.parent.mkdir(parents=True)
+            path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x)
+                                      for x in mixed) + "\n")
+        ingest(spark, settings, progress=_quiet)
+        return settings
+
+    clean = ingest_into(tmp_path / "clean", with_bad=False)
+    dirty = ingest_into(tmp_path / "dirty", with_bad=True)
+    columns = ["arrival_seq", "key", "event_time_ms", "ingest_time_ms", "watermark_ms"]
+    expected = _table(spark, clean, tables.ARRIVAL_LOG).sort_values("arrival_seq")[columns]
+    got = _table(spark, dirty, tables.ARRIVAL_LOG).sort_values("arrival_seq")[columns]
+    assert got.reset_index(drop=True).equals(expected.reset_index(drop=True))
+    reasons = sorted(_table(spark, dirty, tables.QUARANTINE).reason)
+    assert reasons == sorted(["missing_key", ingest_module.BAD_INGEST_STAMP,
+                              "unparsable_event_time", "malformed_json",
+                              ingest_module.BAD_INGEST_STAMP])

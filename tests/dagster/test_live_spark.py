@@ -72,3 +72,46 @@ def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
     backfilled = _snapshot(spark, settings)
     for name in WINDOWED:
         pd.testing.assert_frame_equal(live[name], backfilled[name], check_like=True)
+
+
+def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, spark):
+    """``live_stream_job``: a processing-time stream in its own process, stopped after two
+    micro-batches with its checkpoint kept; every batch it wrote is an observation of the
+    metrics asset with plottable numbers, the days it touched are materialised and judged by
+    the checks, and a later run from the same checkpoint finishes exactly like a backfill."""
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    from jobs.live import run_live
+    from platform_defs.live_pipes import live_stream_job
+
+    generate(GeneratorConfig(events=1500, keys=15, producers=2), home.path / "landing")
+    result = live_stream_job.execute_in_process(
+        instance=home.instance, resources=home.resources(),
+        run_config={"ops": {"live_stream_pipes": {"config": {
+            "trigger": "1 second", "poll_seconds": 0.5, "max_batches": 2,
+            "duration_seconds": 240}}}})
+    assert result.success
+    observed = home.instance.get_event_records(EventRecordsFilter(
+        event_type=DagsterEventType.ASSET_OBSERVATION,
+        asset_key=AssetKey(tables.LATE_DATA_METRICS)))
+    assert len(observed) >= 1
+    metadata = observed[-1].asset_observation.metadata
+    for name in ("batch_id", "records", "on_time", "dropped_late", "late_rate",
+                 "lateness_p99_ms", "watermark_lag_max_ms"):
+        assert name in metadata, name
+    assert sum(r.asset_observation.metadata["records"].value for r in observed) > 0
+    checks = home.instance.get_event_records(EventRecordsFilter(
+        event_type=DagsterEventType.ASSET_CHECK_EVALUATION))
+    assert {r.event_log_entry.dagster_event.event_specific_data.check_name
+            for r in checks} == {"late_rate", "quarantine_rate", "watermark_lag"}
+    days = home.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(tables.LATE_DATA_METRICS)), limit=100).records
+    assert days and all(r.asset_materialization.partition for r in days)
+
+    settings = PlatformSettings.from_env()
+    run_live(spark, settings, progress=lambda _: None)  # same (default) checkpoint: the rest
+    live = _snapshot(spark, settings)
+    run_backfill(spark, settings, progress=lambda _: None)
+    for name in WINDOWED:
+        pd.testing.assert_frame_equal(live[name], _snapshot(spark, settings)[name],
+                                      check_like=True)

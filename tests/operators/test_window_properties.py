@@ -467,3 +467,31 @@ def test_every_configuration_survives_per_key_snapshots_at_any_point(records, da
         assert brief(got_panes) == [b for b in brief(panes) if b[0] == key]
         assert late_rows(got_late) == [r for r in late_rows(late) if r[0] == key]
         assert got_assignments == [a for a in assignments if a[0] in key_seqs]
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), assigners, lateness_values)
+def test_reduce_functions_equal_the_panes_they_reduce(records, assigner, lateness) -> None:
+    """Flink's ReduceFunction: reducing the field with ``max`` gives the largest value of the
+    pane's elements, and reducing whole elements keeps an element with the largest value, also
+    across session merges; the reference is the buffered elements of the very same panes."""
+    from operators.aggregates import NamedAggregates, Reduce
+
+    class Elements(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            return {"elements": [(e[1]["v"], e[2]) for e in elements]}
+
+    def keep_larger(a, b):
+        return b if b["v"] > a["v"] else a
+
+    reduced = WindowOperator(assigner, aggregate=NamedAggregates([
+        ("largest", Reduce(max, field="v")), ("winner", Reduce(keep_larger))]),
+        allowed_lateness=lateness)
+    buffered = WindowOperator(assigner, process_function=Elements(), allowed_lateness=lateness)
+    panes, _, _ = run(reduced, records)
+    reference, _, _ = run(buffered, records)
+    assert len(panes) == len(reference)
+    for pane, ref in zip(panes, reference, strict=True):
+        values = [v for v, _ in ref.values["elements"]]
+        assert pane.values["largest"] == max(values)
+        assert pane.values["winner"]["v"] == max(values)

@@ -1,0 +1,347 @@
+"""The Nexmark queries on the platform's runtimes: a backfill and a live stream over the arrival
+log, writing Delta tables, identical row for row.
+
+Nexmark events land like any other (``python -m nexmark.generator``) and ingest appends them to
+the arrival log, so each record carries its arrival position and the watermark in force. A query
+re-keys the log as Flink's ``keyBy`` does (Q7: one global key; Q8: the person id or the
+auction's seller; Q11, Q12: the bidder; Q5: the auction) and runs its operator per key through
+:class:`nexmark.per_key.QueryRunner`:
+
+- **backfill**: ``applyInPandas`` per key over the key's whole history, then the key's timers
+  fired at the log's last watermark (``max(watermark_ms)`` over *all* records: the watermark
+  belongs to the log, not to an event type; Q12's is ``ingest_time_ms - 1``);
+- **live**: ``transformWithStateInPandas`` with the key's state in RocksDB, Spark's watermark
+  declared on the log's watermark column *before* the query's filter (so persons still move
+  Q7's windows), and each operator timer mirrored as a Spark timer at ``ts - 1``, exactly as
+  the window pipelines run live (jobs/live_processor.py).
+
+Tables, per query ``q``: ``nexmark_<q>`` (the result rows, partitioned by the day of the window's
+end), ``nexmark_<q>_late`` (records that missed a window). Q5's first stage (bids per auction and
+window) is ``nexmark_q5_counts``; its second stage, the auctions with the most bids per window,
+is a Spark aggregation over that table, recomputed live for the windows a micro-batch touched.
+Every write is idempotent: the backfill overwrites, live appends carry Delta transaction ids,
+and the Q5 stage-2 refresh replaces a window range with what the counts table says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import StringType, StructField, StructType
+
+from jobs import tables
+from jobs.delta_io import append_idempotent, read_table_or_none, replace_range
+from jobs.settings import PlatformSettings
+from nexmark.queries import QUERIES
+
+ROW_TYPES = {"name": "string"}
+"""Result columns are BIGINT but these."""
+
+EMITTED_SCHEMA = ("kind string, row_json string, key string, arrival_seq long, "
+                  "event_time_ms long, watermark_ms long, window_start long, window_end long, "
+                  "side string")
+LATE_COLUMNS = ("key", "arrival_seq", "event_time_ms", "watermark_ms", "window_start",
+                "window_end", "side")
+SPARK_DELAY = "1 millisecond"
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """How Spark feeds a query: which events, which key, which clock, which result table."""
+
+    name: str
+    types: tuple[str, ...]
+    key: Callable[[], Column]
+    end_column: str
+    """The result column whose day partitions the table (the window's or session's end)."""
+    ingest_clock: bool = False
+    """Q12: time is ``ingest_time_ms`` and the watermark ``ingest_time_ms - 1``."""
+
+    @property
+    def rows_table(self) -> str:
+        """The table the per-key rows go to (Q5: its first stage)."""
+        return "nexmark_q5_counts" if self.name == "q5" else f"nexmark_{self.name}"
+
+    def watermark(self) -> Column:
+        if self.ingest_clock:
+            return F.col("ingest_time_ms") - F.lit(1)
+        return F.col("watermark_ms")
+
+
+def _payload(field_name: str) -> Column:
+    return F.get_json_object("payload", f"$.{field_name}")
+
+
+SPECS = {
+    "q5": QuerySpec("q5", ("bid",), lambda: F.col("key"), "window_end"),
+    "q7": QuerySpec("q7", ("bid",), lambda: F.lit("*"), "window_end"),
+    "q8": QuerySpec("q8", ("person", "auction"),
+                    lambda: F.when(_payload("type") == "person", _payload("id"))
+                    .otherwise(_payload("seller")), "window_end"),
+    "q11": QuerySpec("q11", ("bid",), lambda: _payload("bidder"), "session_end"),
+    "q12": QuerySpec("q12", ("bid",), lambda: _payload("bidder"), "window_end",
+                     ingest_clock=True),
+}
+
+
+def make_query(name: str, parameters: dict[str, int] | None = None):
+    if name not in QUERIES:
+        raise ValueError(f"unknown Nexmark query {name!r}; choose one of {', '.join(QUERIES)}")
+    return QUERIES[name](**(parameters or {}))
+
+
+def row_schema(query) -> str:
+    columns = query.columns
+    return ", ".join(f"{c} {ROW_TYPES.get(c, 'long')}" for c in columns)
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """Query records (nexmark/arrival.py's shape) from arrival-log rows, in arrival order."""
+    from nexmark.arrival import record_from_arrival_row
+
+    frame = frame.sort_values("arrival_seq", kind="stable")
+    return [record_from_arrival_row(row) for row in frame.to_dict("records")]
+
+
+def _emitted_frame(outputs: list[tuple[str, dict]]) -> pd.DataFrame:
+    rows = []
+    for kind, row in outputs:
+        if kind == "row":
+            rows.append({"kind": "row", "row_json": json.dumps(row)})
+        else:
+            rows.append({"kind": "late", **row})
+    frame = pd.DataFrame(rows, columns=[c.split()[0] for c in EMITTED_SCHEMA.split(", ")])
+    # nullable dtypes: an all-null column must not become float NaN, which Arrow cannot turn
+    # into a string or a long
+    for name in ("arrival_seq", "event_time_ms", "watermark_ms", "window_start", "window_end"):
+        frame[name] = frame[name].astype("Int64")
+    for name in ("kind", "row_json", "key", "side"):
+        frame[name] = frame[name].astype("string")
+    return frame
+
+
+LOG_COLUMNS = ("arrival_seq", "source_partition", "key", "event_time_ms", "ingest_time_ms",
+               "watermark_ms", "payload")
+
+
+def _input(log: DataFrame, spec: QuerySpec, *extra: str) -> DataFrame:
+    """The log's records of the query's event types, keyed by the query's key."""
+    return (log.where(_payload("type").isin(*spec.types))
+            .withColumn("query_key", spec.key())
+            .select("query_key", *LOG_COLUMNS, *extra))
+
+
+# -- results from emitted rows ---------------------------------------------------------------------
+
+
+def _end_day(column: str) -> Column:
+    return F.to_date(F.timestamp_millis(F.col(column) - F.lit(1)))
+
+
+def result_rows(emitted: DataFrame, query, spec: QuerySpec) -> DataFrame:
+    parsed = F.from_json("row_json", row_schema(query))
+    return (emitted.where(F.col("kind") == "row").select(parsed.alias("r")).select("r.*")
+            .withColumn("window_end_date", _end_day(spec.end_column)))
+
+
+def late_rows(emitted: DataFrame) -> DataFrame:
+    return (emitted.where(F.col("kind") == "late").select(*LATE_COLUMNS)
+            .withColumn("window_end_date", _end_day("window_end")))
+
+
+def hot_items(counts: DataFrame) -> DataFrame:
+    """Q5's second stage: per window, the auction(s) with the most bids (ties all kept)."""
+    per_window = Window.partitionBy("window_start", "window_end")
+    return (counts.withColumn("_best", F.max("bid_count").over(per_window))
+            .where(F.col("bid_count") == F.col("_best")).drop("_best"))
+
+
+# -- backfill ------------------------------------------------------------------------------------
+
+
+@dataclass
+class NexmarkReport:
+    query: str
+    rows: int
+    late: int
+    batches: list[dict] = field(default_factory=list)
+
+
+def run_backfill(spark: SparkSession, settings: PlatformSettings, name: str,
+                 parameters: dict[str, int] | None = None,
+                 progress: Callable[[str], None] = print) -> NexmarkReport:
+    """Recompute query ``name`` over the whole arrival log; overwrite its tables."""
+    query, spec = make_query(name, parameters), SPECS[name]
+    log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
+    if log is None:
+        raise FileNotFoundError("no arrival log: ingest the Nexmark landing files first")
+    end = log.agg(F.max(spec.watermark())).first()[0]
+
+    def run_key(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
+        from nexmark.per_key import QueryRunner
+
+        runner = QueryRunner(query)
+        outputs = runner.process(key[0], _records(frame))
+        return _emitted_frame(outputs + runner.fire(end))
+
+    emitted = (_input(log, spec).groupBy("query_key")
+               .applyInPandas(run_key, EMITTED_SCHEMA).localCheckpoint(eager=True))
+    rows = result_rows(emitted, query, spec)
+    late = late_rows(emitted)
+    _overwrite(rows, settings.table_path(spec.rows_table))
+    _overwrite(late, settings.table_path(f"nexmark_{name}_late"))
+    if name == "q5":
+        counts = spark.read.format("delta").load(settings.table_path(spec.rows_table))
+        _overwrite(hot_items(counts), settings.table_path("nexmark_q5"))
+    written = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}")).count()
+    dropped = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}_late")).count()
+    progress(f"nexmark {name} backfill: {written} rows, {dropped} late")
+    return NexmarkReport(name, written, dropped)
+
+
+def _overwrite(frame: DataFrame, path: str) -> None:
+    (frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+     .partitionBy("window_end_date").save(path))
+
+
+# -- live ------------------------------------------------------------------------------------------
+
+STATE_SCHEMA = StructType([StructField("snapshot", StringType(), True)])
+
+
+class QueryProcessor(StatefulProcessor):
+    """The query's operator for one key per call, state in RocksDB (see the module docstring
+    and jobs/live_processor.py, whose timer discipline this follows)."""
+
+    def __init__(self, name: str, parameters: dict[str, int] | None) -> None:
+        self.name = name
+        self.parameters = parameters
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        from nexmark.per_key import QueryRunner
+
+        self.handle = handle
+        self.state = handle.getValueState("query_state", STATE_SCHEMA)
+        self.runner = QueryRunner(make_query(self.name, self.parameters))
+
+    def _load(self, key: str) -> set[int]:
+        stored = self.state.get()
+        if stored is None:
+            self.runner.restore(key, None)
+            return set()
+        saved = json.loads(stored[0])
+        self.runner.restore(key, saved["query"])
+        return set(saved["spark_timers"])
+
+    def _save(self, key: str, registered: set[int]) -> None:
+        wanted = {ts - 1 for ts in self.runner.event_timers(key)}
+        snapshot = self.runner.snapshot(key)
+        for ts in registered - wanted:
+            self.handle.deleteTimer(ts)
+        for ts in wanted - registered:
+            self.handle.registerTimer(ts)
+        if snapshot is None and not wanted:
+            self.state.clear()
+        else:
+            self.state.update((json.dumps({"query": snapshot, "spark_timers": sorted(wanted)},
+                                          separators=(",", ":")),))
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:  # noqa: N802
+        (key_value,) = key
+        frame = pd.concat(list(rows), ignore_index=True)
+        registered = self._load(key_value)
+        outputs = self.runner.process(key_value, _records(frame))
+        self._save(key_value, registered)
+        if outputs:
+            yield _emitted_frame(outputs)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo  # noqa: N802
+                           ) -> Iterator[pd.DataFrame]:
+        (key_value,) = key
+        registered = self._load(key_value)
+        registered.discard(expiredTimerInfo.getExpiryTimeInMs())
+        outputs = self.runner.fire(timerValues.getCurrentWatermarkInMs() + 1)
+        self._save(key_value, registered)
+        if outputs:
+            yield _emitted_frame(outputs)
+
+    def close(self) -> None:
+        pass
+
+
+def run_live(spark: SparkSession, settings: PlatformSettings, name: str,
+             parameters: dict[str, int] | None = None, *, checkpoint: str | None = None,
+             max_files_per_trigger: int | None = None,
+             progress: Callable[[str], None] = print) -> NexmarkReport:
+    """Process what is new in the arrival log for query ``name``, then stop (AvailableNow)."""
+    query, spec = make_query(name, parameters), SPECS[name]
+    source = settings.table_path(tables.ARRIVAL_LOG)
+    reader = spark.readStream.format("delta")
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
+    log = (reader.load(source)
+           .withColumn("_watermark", F.timestamp_millis(F.greatest(spec.watermark(), F.lit(1))))
+           .withWatermark("_watermark", SPARK_DELAY))  # before the filter: every record counts
+    emitted = (_input(log, spec, "_watermark").groupBy("query_key")
+               .transformWithStateInPandas(statefulProcessor=QueryProcessor(name, parameters),
+                                           outputStructType=EMITTED_SCHEMA,
+                                           outputMode="Append", timeMode="EventTime"))
+    checkpoint = checkpoint or str(settings.warehouse / "_checkpoints" / f"nexmark_{name}")
+    app_id = "nexmark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+    report = NexmarkReport(name, 0, 0)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        batch = batch.localCheckpoint(eager=True)
+        rows = result_rows(batch, query, spec)
+        late = late_rows(batch)
+        for frame, table in ((rows, spec.rows_table), (late, f"nexmark_{name}_late")):
+            append_idempotent(frame, settings.table_path(table), app_id=app_id,
+                              version=batch_id, partition_by="window_end_date")
+        if name == "q5":
+            _refresh_hot_items(spark, settings, rows)
+        counts = batch.groupBy("kind").count().collect()
+        summary = {"batch_id": batch_id, **{r.kind: r["count"] for r in counts}}
+        report.batches.append(summary)
+        progress(f"nexmark {name}: batch {batch_id}: {summary.get('row', 0)} rows, "
+                 f"{summary.get('late', 0)} late")
+
+    stream = (emitted.writeStream.foreachBatch(write_batch)
+              .option("checkpointLocation", checkpoint).trigger(availableNow=True)
+              .queryName(f"nexmark_{name}").start())
+    stream.awaitTermination()
+    if stream.exception() is not None:
+        raise RuntimeError(f"nexmark {name} live stream failed: {stream.exception()}")
+    report.rows = spark.read.format("delta").load(
+        settings.table_path(f"nexmark_{name}")).count() if _exists(spark, settings, name) else 0
+    report.late = sum(b.get("late", 0) for b in report.batches)
+    return report
+
+
+def _exists(spark: SparkSession, settings: PlatformSettings, name: str) -> bool:
+    return read_table_or_none(spark, settings.table_path(f"nexmark_{name}")) is not None
+
+
+def _refresh_hot_items(spark: SparkSession, settings: PlatformSettings,
+                       new_counts: DataFrame) -> None:
+    """Stage 2 for the windows this batch added counts to, from the whole counts table: a
+    window's counts can arrive over two batches (keys with a record fire in one, keys woken
+    by Spark's watermark in the next), and the last refresh sees them all."""
+    bounds = new_counts.agg(F.min("window_end"), F.max("window_end")).first()
+    if bounds[0] is None:
+        return
+    low, high = int(bounds[0]), int(bounds[1])
+    counts = (spark.read.format("delta").load(settings.table_path("nexmark_q5_counts"))
+              .where(F.col("window_end").between(low, high)))
+    path = settings.table_path("nexmark_q5")
+    if read_table_or_none(spark, path) is None:
+        hot_items(counts).write.format("delta").partitionBy("window_end_date").save(path)
+    else:
+        replace_range(hot_items(counts), path, column="window_end", first=low, last=high,
+                      partition_by="window_end_date")

@@ -1,0 +1,109 @@
+"""The Nexmark queries on Spark: Nexmark landing files ingested by the platform, each query as a
+backfill equal to its DuckDB reference over the very arrival log, and as a live stream in
+micro-batches equal to the backfill, row for row."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from jobs import tables
+from jobs.ingest import ingest
+from jobs.nexmark_job import run_backfill, run_live
+from jobs.settings import PlatformSettings
+from nexmark import reference
+from nexmark.arrival import record_from_arrival_row
+from nexmark.generator import generate
+from nexmark.queries import QUERIES
+from tests.nexmark.helpers import DISORDERED, PARAMETERS
+
+pytestmark = pytest.mark.spark
+
+QUIET = {"progress": lambda _: None}
+PIPELINE = ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 1s}\n"
+            "window: {type: tumbling, size: 1s}\n")
+INGESTS = 3
+
+
+@pytest.fixture(scope="module")
+def nexmark_log(spark, tmp_path_factory) -> PlatformSettings:
+    """Disordered Nexmark events with late ones, landed and ingested in three batches."""
+    root = tmp_path_factory.mktemp("nexmark")
+    (root / "pipeline.yaml").write_text(PIPELINE, encoding="utf-8")
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(root / "source"),
+                                          "PLATFORM_PIPELINE": str(root / "pipeline.yaml")})
+    generate(replace(DISORDERED, flush_interval_ms=5_000), root / "staging")
+    files = sorted((root / "staging").glob("*/*.jsonl"), key=lambda p: (p.name, p.parent.name))
+    share = -(-len(files) // INGESTS)
+    for start in range(0, len(files), share):
+        for path in files[start:start + share]:
+            target = settings.landing / path.relative_to(root / "staging")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, target)
+        ingest(spark, settings, **QUIET)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def records(spark, nexmark_log) -> list[dict]:
+    log = spark.read.format("delta").load(nexmark_log.table_path(tables.ARRIVAL_LOG))
+    return [record_from_arrival_row(row) for row in
+            log.orderBy("arrival_seq").toPandas().to_dict("records")]
+
+
+def _copy(source: PlatformSettings, home: Path) -> PlatformSettings:
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
+                                          "PLATFORM_PIPELINE": str(source.pipeline_path)})
+    shutil.copytree(source.table_path(tables.ARRIVAL_LOG),
+                    settings.table_path(tables.ARRIVAL_LOG))
+    return settings
+
+
+def _table(spark, settings: PlatformSettings, name: str) -> pd.DataFrame:
+    frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
+    frame = frame[sorted(frame.columns)]
+    return frame.sort_values(list(frame.columns)).reset_index(drop=True)
+
+
+def _rows(spark, settings: PlatformSettings, name: str) -> list[dict]:
+    columns = list(QUERIES[name].columns)
+    frame = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}")).toPandas()
+    frame = frame[columns].sort_values(columns)
+    return [{k: (v if k == "name" else int(v)) for k, v in row.items()}
+            for row in frame.to_dict("records")]
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_the_backfill_equals_the_reference(spark, nexmark_log, records, tmp_path, name):
+    settings = _copy(nexmark_log, tmp_path / "platform")
+    run_backfill(spark, settings, name, PARAMETERS[name], **QUIET)
+    parameters = PARAMETERS[name]
+    expected = (reference.q11_in_arrival_order(records, **parameters) if name == "q11"
+                else reference.REFERENCES[name](records, **parameters))
+    assert _rows(spark, settings, name) == expected
+    assert len(expected) >= 5
+    late = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}_late"))
+    got_late = sorted((r.arrival_seq, r.window_start, r.window_end) for r in late.collect())
+    if name in ("q5", "q7", "q8"):
+        assert got_late == reference.late_windows(records, name, **parameters)
+        assert got_late, "the log has late records"
+    if name == "q12":
+        assert got_late == []  # nothing is late on the ingest clock
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_live_in_micro_batches_equals_the_backfill(spark, nexmark_log, tmp_path, name):
+    backfilled = _copy(nexmark_log, tmp_path / "backfill")
+    run_backfill(spark, backfilled, name, PARAMETERS[name], **QUIET)
+    live = _copy(nexmark_log, tmp_path / "live")
+    report = run_live(spark, live, name, PARAMETERS[name], max_files_per_trigger=1, **QUIET)
+    assert len(report.batches) >= INGESTS
+    names = [f"nexmark_{name}", f"nexmark_{name}_late"] + (
+        ["nexmark_q5_counts"] if name == "q5" else [])
+    for table in names:
+        pd.testing.assert_frame_equal(_table(spark, backfilled, table),
+                                      _table(spark, live, table), check_exact=True, obj=table)

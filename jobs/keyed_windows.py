@@ -3,10 +3,11 @@
 Spark's expressions cannot replay a session window (sessions merge as records arrive, and a
 record late for its own session may still bridge two live ones), a count or delta trigger, an
 evictor or a continuous trigger. For those pipelines the backfill runs the very runtime the live
-stream runs (:class:`jobs.key_runner.KeyRunner`): one ``applyInPandas`` call per key over the
-key's whole history in arrival order, then the key's timers fired at the log's last recorded
-watermark, which is where the live stream's final ``AvailableNow`` batch fires them. Keys are
-independent, so Spark spreads them over its cores; there is no replay of micro-batches.
+stream runs (:class:`jobs.key_runner.KeyRunner`) over each key's whole history in arrival order
+(jobs/key_partitions.py: one Python call per partition), then fires the key's timers at the
+log's last recorded watermark, which is where the live stream's final ``AvailableNow`` batch
+fires them. Keys are independent, so Spark spreads them over its cores; there is no replay of
+micro-batches.
 
 Late-data metrics need every record's fate in every window it reached, which only the operator
 knows here (the window a record joins depends on what arrived before it). The runtime therefore
@@ -26,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import tables
+from jobs.key_partitions import map_keys
 from jobs.key_runner import KeyRunner, output_schema
 from jobs.windowed import UnsupportedPipeline, WindowOutputs, day_metrics, window_end_date
 from operators.pipeline import PipelineSpec
@@ -56,12 +58,11 @@ def check_runnable(spec: PipelineSpec) -> None:
 
 
 def _key_function(spec: PipelineSpec, log_watermark: int
-                  ) -> Callable[[tuple, pd.DataFrame], pd.DataFrame]:
-    def run_key(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
-        (key_value,) = key
+                  ) -> Callable[[str, pd.DataFrame], list[dict]]:
+    def run_key(key: str, frame: pd.DataFrame) -> list[dict]:
         runner = KeyRunner(spec, record_assignments=True)
-        rows = runner.process(key_value, frame)
-        rows += runner.fire(key_value, log_watermark)
+        rows = runner.process(key, frame)
+        rows += runner.fire(key, log_watermark)
         latest: dict[tuple[int, int], dict] = {}
         kept = []
         for row in rows:
@@ -69,15 +70,16 @@ def _key_function(spec: PipelineSpec, log_watermark: int
                 latest[(row["window_start_ms"], row["window_end_ms"])] = row
             elif row["kind"] != "progress":
                 kept.append(row)
-        return runner.frame(kept + list(latest.values()))
+        return kept + list(latest.values())
 
     return run_key
 
 
 def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) -> DataFrame:
     """Panes (the latest per key and window), late rows and assignment rows of every key."""
-    return (arrivals.select(*INPUT_COLUMNS).groupBy("key")
-            .applyInPandas(_key_function(spec, log_watermark), output_schema(spec)))
+    to_frame = KeyRunner(spec).frame
+    return map_keys(arrivals.select(*INPUT_COLUMNS), "key", _key_function(spec, log_watermark),
+                    to_frame, output_schema(spec))
 
 
 def pane_results(panes: DataFrame, spec: PipelineSpec, time_zone: str) -> DataFrame:

@@ -7,7 +7,7 @@ re-keys the log as Flink's ``keyBy`` does (Q7: one global key; Q8: the person id
 auction's seller; Q11, Q12: the bidder; Q5: the auction) and runs its operator per key through
 :class:`nexmark.per_key.QueryRunner`:
 
-- **backfill**: ``applyInPandas`` per key over the key's whole history, then the key's timers
+- **backfill**: each key's whole history in arrival order (jobs/key_partitions.py), then its timers
   fired at the log's last watermark (``max(watermark_ms)`` over *all* records: the watermark
   belongs to the log, not to an event type; Q12's is ``ingest_time_ms - 1``);
 - **live**: ``transformWithStateInPandas`` with the key's state in RocksDB, Spark's watermark
@@ -38,6 +38,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import tables
 from jobs.delta_io import append_idempotent, read_table_or_none, replace_range
+from jobs.key_partitions import map_keys
 from jobs.settings import PlatformSettings
 from nexmark.queries import QUERIES
 
@@ -184,15 +185,14 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, name: str,
         raise FileNotFoundError("no arrival log: ingest the Nexmark landing files first")
     end = log.agg(F.max(spec.watermark())).first()[0]
 
-    def run_key(key: tuple, frame: pd.DataFrame) -> pd.DataFrame:
+    def run_key(key: str, frame: pd.DataFrame) -> list:
         from nexmark.per_key import QueryRunner
 
         runner = QueryRunner(query)
-        outputs = runner.process(key[0], _records(frame))
-        return _emitted_frame(outputs + runner.fire(end))
+        return runner.process(key, _records(frame)) + runner.fire(end)
 
-    emitted = (_input(log, spec).groupBy("query_key")
-               .applyInPandas(run_key, EMITTED_SCHEMA).localCheckpoint(eager=True))
+    emitted = map_keys(_input(log, spec), "query_key", run_key, _emitted_frame,
+                       EMITTED_SCHEMA).localCheckpoint(eager=True)
     rows = result_rows(emitted, query, spec)
     late = late_rows(emitted)
     _overwrite(rows, settings.table_path(spec.rows_table))

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     live.add_argument("--trigger", default="available_now",
                       help="'available_now' (process what is there, then stop) or an interval "
                            "such as '10 seconds' (keep running until interrupted)")
-    live.add_argument("--checkpoint", help="checkpoint folder (default: in the warehouse)")
+    live.add_argument("--checkpoint", help="checkpoint folder inside the warehouse (default: "
+                                           "<warehouse>/_checkpoints/live)")
     live.add_argument("--max-files-per-trigger", type=int)
     nexmark = commands.add_parser("nexmark", help="run a Nexmark query over the arrival log")
     nexmark.add_argument("query", choices=["q5", "q7", "q8", "q11", "q12"])
@@ -48,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint:  # a path from the command line may not reach outside the warehouse
+        try:
+            checkpoint = str(settings.inside_warehouse(checkpoint, "--checkpoint"))
+        except SettingsError as error:
+            print(f"configuration error: {error}", file=sys.stderr)
+            return 2
     if args.command == "nexmark":  # a wrong parameter fails before Spark starts
         from jobs.nexmark_job import make_query
 
@@ -82,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.trigger == "available_now":
         from jobs.live import run_live
 
-        run_live(spark, settings, checkpoint=args.checkpoint,
+        run_live(spark, settings, checkpoint=checkpoint,
                  max_files_per_trigger=args.max_files_per_trigger)
     else:
         from jobs.live import start_live
 
-        query, _ = start_live(spark, settings, trigger=args.trigger, checkpoint=args.checkpoint,
+        query, _ = start_live(spark, settings, trigger=args.trigger, checkpoint=checkpoint,
                               max_files_per_trigger=args.max_files_per_trigger)
         try:
             query.awaitTermination()

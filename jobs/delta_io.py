@@ -7,10 +7,41 @@ rows). Either way a retried or repeated run leaves the table as if it had run on
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+
+T = TypeVar("T")
+
+CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
+             "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
+             "MetadataChangedException", "ProtocolChangedException", "DELTA_CONCURRENT_")
+"""Delta's optimistic-concurrency failures: another writer committed first. Every write here
+is a pure function of its inputs (a replaced range, an append under a transaction id, an
+insert-only or keep-the-latest MERGE), so running it again on the new table version is safe."""
+
+
+def is_conflict(error: BaseException) -> bool:
+    text = f"{type(error).__name__}: {error}"
+    return any(name in text for name in CONFLICTS)
+
+
+def retry_conflicts(write: Callable[[], T], *, attempts: int = 6,
+                    first_delay_s: float = 0.5) -> T:
+    """Run ``write``; on a Delta conflict run it again (with a growing pause), up to
+    ``attempts`` times, then let the conflict through."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except Exception as error:
+            if attempt == attempts or not is_conflict(error):
+                raise
+            time.sleep(first_delay_s * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
@@ -24,13 +55,16 @@ def read_table_or_none(spark: SparkSession, path: str) -> DataFrame | None:
 
 
 def append_idempotent(frame: DataFrame, path: str, *, app_id: str, version: int,
-                      partition_by: str | None = None) -> None:
-    """Append unless this ``(app_id, version)`` already landed in the table."""
+                      partition_by: str | None = None, merge_schema: bool = False) -> None:
+    """Append unless this ``(app_id, version)`` already landed in the table
+    (``merge_schema``: add columns the table lacks, for tables older than their schema)."""
     writer = (frame.write.format("delta").mode("append")
               .option("txnAppId", app_id).option("txnVersion", version))
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
     if partition_by:
         writer = writer.partitionBy(partition_by)
-    writer.save(path)
+    retry_conflicts(lambda: writer.save(path))
 
 
 def _literal(value: str | int) -> str:
@@ -48,7 +82,27 @@ def replace_range(frame: DataFrame, path: str, *, column: str, first: str | int,
     writer = (frame.write.format("delta").mode("overwrite").option("replaceWhere", predicate))
     if partition_by:
         writer = writer.partitionBy(partition_by)
-    writer.save(path)
+    retry_conflicts(lambda: writer.save(path))
+
+
+def insert_new_rows(spark: SparkSession, frame: DataFrame, path: str, *, keys: Sequence[str],
+                    days: tuple[str, str] | None, partition_by: str = "window_end_date") -> None:
+    """Insert the rows of ``frame`` whose ``keys`` are not in the table yet (creating it).
+
+    Idempotent whoever wrote the rows before: a repeated micro-batch, or a backfill that
+    already covered them. ``days`` (the first and last ``partition_by`` value in ``frame``)
+    lets Delta read only those partitions of the table.
+    """
+    if not table_exists(spark, path):
+        retry_conflicts(lambda: frame.where("false").write.format("delta")
+                        .partitionBy(partition_by).mode("append").save(path))
+    if days is None:
+        return
+    condition = " AND ".join(
+        [f"t.{partition_by} >= '{days[0]}'", f"t.{partition_by} <= '{days[1]}'"]
+        + [f"t.{k} = s.{k}" for k in keys])
+    retry_conflicts(lambda: DeltaTable.forPath(spark, path).alias("t")
+                    .merge(frame.alias("s"), condition).whenNotMatchedInsertAll().execute())
 
 
 def rows_written(spark: SparkSession, path: str) -> int:

@@ -26,7 +26,13 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.delta_io import append_idempotent, read_table_or_none, replace_range, table_exists
+from jobs.delta_io import (
+    append_idempotent,
+    read_table_or_none,
+    replace_range,
+    retry_conflicts,
+    table_exists,
+)
 from jobs.settings import PlatformSettings
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 
@@ -234,6 +240,6 @@ def _merge_recordings(spark: SparkSession, recordings: DataFrame, path: str) -> 
         recordings.where(F.lit(False)).write.format("delta").save(path)
     from delta.tables import DeltaTable
 
-    (DeltaTable.forPath(spark, path).alias("t")
-     .merge(recordings.alias("s"), "t.arrival_seq = s.arrival_seq")
-     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    retry_conflicts(lambda: DeltaTable.forPath(spark, path).alias("t")
+                    .merge(recordings.alias("s"), "t.arrival_seq = s.arrival_seq")
+                    .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())

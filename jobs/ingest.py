@@ -12,6 +12,7 @@ that had already landed is skipped by Delta, so nothing is lost or doubled.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -36,7 +37,12 @@ from operators.watermarks import ArrivalWatermarks
 
 INVALID_UTF8 = "invalid_utf8"
 BAD_INGEST_STAMP = "bad_ingest_stamp"
+DUPLICATE_FILE = "duplicate_file"
 _CLOCK_RANGE = (0, 253_402_300_799_999)  # 1970 .. 9999-12-31: a collector stamp we can trust
+
+
+class ConcurrentIngestError(RuntimeError):
+    """Two ingests ran at once; the other one owns the batch (nothing was written twice)."""
 
 
 @dataclass
@@ -48,13 +54,18 @@ class IngestReport:
     reasons: dict[str, int] = field(default_factory=dict)
     resumed: bool = False
     watermark_ms: int = MIN_WATERMARK
+    deferred: int = 0
+    """Files that may still be being written (no final newline, recently changed)."""
 
     def summary(self) -> str:
         if self.batch_id is None:
-            return "ingest: no new landing files"
+            waiting = f" ({self.deferred} still being written)" if self.deferred else ""
+            return f"ingest: no new landing files{waiting}"
         verb = "re-ran planned" if self.resumed else "ingested"
+        waiting = f"; {self.deferred} files still being written" if self.deferred else ""
         return (f"ingest: {verb} batch {self.batch_id}: {self.files} files, "
-                f"{self.records} records, {self.quarantined} quarantined {self.reasons}")
+                f"{self.records} records, {self.quarantined} quarantined {self.reasons}"
+                f"{waiting}")
 
 
 @dataclass(slots=True)
@@ -75,19 +86,68 @@ class _Plan:
     planned_at_ms: int
     start_state: dict
     resumed: bool
+    hashes: list[str] = field(default_factory=list)
+    duplicates: dict[str, str] = field(default_factory=dict)
+    """File -> an earlier file with the very same content: a collector delivered it twice."""
+    deferred: int = 0
 
 
-def _landing_files(landing: Path) -> list[str]:
-    """Files a collector has finished: ``<partition>/<name>.jsonl`` (``.tmp`` is in flight)."""
+def _landing_files(landing: Path, settle_ms: int) -> tuple[list[str], int]:
+    """Files a collector has finished, ``<partition>/<name>.jsonl`` (``.tmp`` is in flight),
+    and how many look half-written: a file that does not end with a newline and changed
+    within ``settle_ms`` waits for a later ingest (once settled it is taken as it is, and a
+    cut-off last line is quarantined as malformed)."""
     if not landing.is_dir():
-        return []
-    return sorted(str(p.relative_to(landing)) for p in landing.glob("*/*.jsonl") if p.is_file())
+        return [], 0
+    finished, deferred = [], 0
+    now = time.time()
+    for path in sorted(landing.glob("*/*.jsonl")):
+        if not path.is_file():
+            continue
+        status = path.stat()
+        if status.st_size and (now - status.st_mtime) * 1000 < settle_ms:
+            with path.open("rb") as handle:
+                handle.seek(-1, 2)
+                if handle.read(1) != b"\n":
+                    deferred += 1
+                    continue
+        finished.append(str(path.relative_to(landing)))
+    return finished, deferred
 
 
-def _plan(spark: SparkSession, settings: PlatformSettings) -> _Plan | None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def _duplicates(files: list[str], hashes: list[str], known: dict[str, str]) -> dict[str, str]:
+    """New files whose content an earlier file already had (empty files never duplicate)."""
+    seen = dict(known)
+    duplicates = {}
+    for name, digest in zip(files, hashes, strict=True):
+        if digest == EMPTY_SHA256:
+            continue
+        if digest in seen:
+            duplicates[name] = seen[digest]
+        else:
+            seen[digest] = name
+    return duplicates
+
+
+def _plan(spark: SparkSession, settings: PlatformSettings) -> _Plan:
+    """The batch to ingest: a planned one that did not commit (a crash), else the new landing
+    files; ``batch_id`` -1 when there is nothing to do."""
     manifest = read_table_or_none(spark, settings.table_path(tables.INGEST_MANIFEST))
     rows = manifest.toPandas() if manifest is not None else pd.DataFrame(
         columns=[f.name for f in tables.INGEST_MANIFEST_SCHEMA.fields])
+    if "hashes" not in rows.columns:  # a manifest from before duplicate detection
+        rows["hashes"] = None
     committed = rows[rows.status == "committed"].sort_values("batch_id")
     planned = rows[rows.status == "planned"]
     pending = planned[~planned.batch_id.isin(committed.batch_id)]
@@ -97,27 +157,46 @@ def _plan(spark: SparkSession, settings: PlatformSettings) -> _Plan | None:
         last = committed.iloc[-1]
         start_state = json.loads(last.watermark_state or "{}")
         first_seq = int(last.first_seq + last.records)
+    known_hashes = {digest: name for files, hashes in zip(committed.files, committed.hashes,
+                                                          strict=True)
+                    if hashes is not None for name, digest in zip(files, hashes, strict=True)}
     if len(pending):
         batch = pending.sort_values("batch_id").iloc[0]
-        return _Plan(int(batch.batch_id), list(batch.files), int(batch.first_seq),
-                     int(batch.planned_at_ms), start_state, resumed=True)
+        files = list(batch.files)
+        hashes = list(batch.hashes) if batch.hashes is not None else \
+            [_sha256(settings.landing / f) for f in files]
+        return _Plan(int(batch.batch_id), files, int(batch.first_seq), int(batch.planned_at_ms),
+                     start_state, True, hashes,
+                     _duplicates(files, hashes, known_hashes))
     known = {f for files in committed.files for f in files}
-    new_files = [f for f in _landing_files(settings.landing) if f not in known]
+    landed, deferred = _landing_files(settings.landing, settings.landing_settle_ms)
+    new_files = [f for f in landed if f not in known]
     if not new_files:
-        return None
+        return _Plan(-1, [], first_seq, 0, start_state, False, deferred=deferred)
     batch_id = int(rows.batch_id.max()) + 1 if len(rows) else 0
-    plan = _Plan(batch_id, new_files, first_seq, int(time.time() * 1000), start_state, False)
+    hashes = [_sha256(settings.landing / f) for f in new_files]
+    plan = _Plan(batch_id, new_files, first_seq, int(time.time() * 1000), start_state, False,
+                 hashes, _duplicates(new_files, hashes, known_hashes), deferred)
     _write_manifest(spark, settings, plan, "planned", 0, 0, None)
+    recorded = (spark.read.format("delta").load(settings.table_path(tables.INGEST_MANIFEST))
+                .where(f"batch_id = {batch_id} AND status = 'planned'").first())
+    if list(recorded.files) != new_files or recorded.planned_at_ms != plan.planned_at_ms:
+        # another ingest planned this batch first (Delta kept its manifest row, skipped ours by
+        # the transaction id): it owns the batch; ours would only write rows Delta skips too
+        raise ConcurrentIngestError(
+            f"another ingest planned batch {batch_id} at the same time; it will ingest its "
+            "files, and the rest are picked up by the next ingest")
     return plan
 
 
 def _write_manifest(spark: SparkSession, settings: PlatformSettings, plan: _Plan, status: str,
                     records: int, quarantined: int, state: dict | None) -> None:
     row = [(plan.batch_id, status, plan.files, plan.first_seq, records, quarantined,
-            plan.planned_at_ms, None if state is None else json.dumps(state))]
+            plan.planned_at_ms, None if state is None else json.dumps(state), plan.hashes)]
     frame = spark.createDataFrame(row, tables.INGEST_MANIFEST_SCHEMA)
     append_idempotent(frame, settings.table_path(tables.INGEST_MANIFEST),
-                      app_id=f"ingest-manifest-{status}", version=plan.batch_id)
+                      app_id=f"ingest-manifest-{status}", version=plan.batch_id,
+                      merge_schema=True)
 
 
 def _clock_of(record_clock: object) -> int | None:
@@ -135,6 +214,12 @@ def _read_lines(settings: PlatformSettings, plan: _Plan) -> list[_Line]:
     stamp_limit = plan.planned_at_ms + settings.max_future_ms
     for relative in plan.files:
         partition = relative.split("/", 1)[0]
+        if relative in plan.duplicates:
+            # it arrived when this batch was planned; its own lines are never read
+            lines.append(_Line(relative, partition, 0, plan.planned_at_ms, "", Rejection(
+                DUPLICATE_FILE, f"same content as {plan.duplicates[relative]}, already "
+                                "ingested; its lines are not read again")))
+            continue
         raw = (settings.landing / relative).read_bytes()
         chunks = raw.split(b"\n")
         if chunks and chunks[-1] == b"":
@@ -200,8 +285,11 @@ def ingest(spark: SparkSession, settings: PlatformSettings,
            progress: Callable[[str], None] = print) -> IngestReport:
     """Ingest the landing files not yet in the arrival log, as one batch."""
     plan = _plan(spark, settings)
-    if plan is None:
-        return IngestReport(batch_id=None)
+    if plan.batch_id < 0:
+        report = IngestReport(batch_id=None, deferred=plan.deferred)
+        if plan.deferred:
+            progress(report.summary())
+        return report
     progress(f"ingest: batch {plan.batch_id}, {len(plan.files)} files"
              f"{' (resuming a planned batch)' if plan.resumed else ''}")
     lines = _read_lines(settings, plan)
@@ -257,7 +345,7 @@ def ingest(spark: SparkSession, settings: PlatformSettings,
     reasons = pd.Series(bad["reason"], dtype="object").value_counts().to_dict()
     report = IngestReport(plan.batch_id, len(plan.files), records, len(bad["reason"]),
                           {str(k): int(v) for k, v in sorted(reasons.items())}, plan.resumed,
-                          watermarks.current)
+                          watermarks.current, plan.deferred)
     progress(report.summary())
     return report
 

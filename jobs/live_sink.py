@@ -4,12 +4,17 @@ A micro-batch may run again after a failure (Spark re-runs the batch that was no
 the checkpoint); every write below leaves the tables as if it had run once:
 
 - panes: ``MERGE`` into the results table keeping the highest ``pane_index`` per key and
-  window, under a Delta transaction id (app id of the checkpoint, version = batch id);
-- late records and per-batch metrics: appends with the same transaction id;
+  window (a repeat replaces nothing: no pane is newer than itself);
+- late records (and window assignments): inserted unless already there (an insert-only
+  ``MERGE`` by record and window), so neither a repeated batch nor a backfill that covered the
+  same records doubles them; per-batch metrics: an append under the same transaction id;
 - per-day metrics: recomputed for exactly the days the batch touched, by the function the
-  backfill runs: from the arrival log up to the batch's last ``arrival_seq`` for standard
-  windows, from the ``window_assignments`` table (appended first, with the same transaction id)
-  for pipelines the operator library runs per key (jobs/keyed_windows.py).
+  backfill runs: from the arrival log for standard windows, from the ``window_assignments``
+  table (written first) for pipelines the operator library runs per key
+  (jobs/keyed_windows.py).
+
+Delta's conflict errors (another writer, say a backfill, committed first) are retried: every
+write is a pure function of its inputs, so running it again on the new version is safe.
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.delta_io import append_idempotent, read_table_or_none, replace_range, table_exists
+from jobs.delta_io import (
+    append_idempotent,
+    insert_new_rows,
+    read_table_or_none,
+    replace_range,
+    retry_conflicts,
+    table_exists,
+)
 from jobs.keyed_windows import assignment_rows, late_rows, pane_results
 from jobs.settings import PlatformSettings
 from jobs.windowed import (
@@ -32,9 +44,12 @@ from jobs.windowed import (
     day_metrics,
     lateness_aggregates,
     lateness_columns,
+    window_end_date,
 )
 
 BATCH_METRICS = "late_data_metrics_batches"
+LATE_KEY = ("key", "arrival_seq", "window_start_ms", "window_end_ms")
+ASSIGNMENT_KEY = ("arrival_seq", "window_start_ms", "window_end_ms")
 
 
 def app_id_for(checkpoint: str) -> str:
@@ -64,8 +79,12 @@ class BatchSink:
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.settings.pipeline
         keyed = not spec.is_standard_window
+        zone = self.settings.time_zone
+        end_day = window_end_date(F.col("window_end_ms"), zone)
         stats = (batch.groupBy("kind")
                  .agg(F.count(F.lit(1)).alias("rows"), F.sum("records").alias("records"),
+                      F.min(end_day).cast("string").alias("first_day"),
+                      F.max(end_day).cast("string").alias("last_day"),
                       F.max("arrival_seq").alias("max_seq"),
                       F.min("min_arrival_seq").alias("min_seq"),
                       F.least(F.min("min_event_ms"), F.min("min_ingest_ms"),
@@ -77,18 +96,23 @@ class BatchSink:
         if not by_kind:
             return  # a batch with no output at all
         self._merge_panes(batch.where(F.col("kind") == "pane"), batch_id)
-        zone = self.settings.time_zone
-        self._append_unless_empty(late_rows(batch.where(F.col("kind") == "late"), zone),
-                                  tables.LATE_RECORDS, batch_id, "late" in by_kind)
+        late = by_kind.get("late")
+        insert_new_rows(self.spark, late_rows(batch.where(F.col("kind") == "late"), zone),
+                        self.settings.table_path(tables.LATE_RECORDS), keys=LATE_KEY,
+                        days=(late.first_day, late.last_day) if late else None)
         if keyed:
-            self._append_unless_empty(assignment_rows(batch, zone), tables.WINDOW_ASSIGNMENTS,
-                                      batch_id, "late" in by_kind or "assign" in by_kind)
+            fates = [by_kind[k] for k in ("assign", "late") if k in by_kind]
+            days = (min(r.first_day for r in fates), max(r.last_day for r in fates)) \
+                if fates else None
+            insert_new_rows(self.spark, assignment_rows(batch, zone),
+                            self.settings.table_path(tables.WINDOW_ASSIGNMENTS),
+                            keys=ASSIGNMENT_KEY, days=days)
         progress = by_kind.get("progress")
         if progress is not None:
             touched = [by_kind[k] for k in ("progress", "assign", "late") if k in by_kind]
             first_ms = min(r.first_ms for r in touched if r.first_ms is not None)
             last_ms = max(r.last_ms for r in touched if r.last_ms is not None)
-            self._refresh_day_metrics(progress.max_seq, first_ms, last_ms)
+            self._refresh_day_metrics(first_ms, last_ms)
         summary = {
             "batch_id": batch_id,
             "records": int(progress.records) if progress else 0,
@@ -106,16 +130,6 @@ class BatchSink:
         self.batches.append(summary)
         self.progress(f"live: batch {batch_id}: {summary['records']} records, "
                       f"{summary['panes']} panes, {summary['late_records']} late")
-
-    def _append_unless_empty(self, rows: DataFrame, table: str, batch_id: int,
-                             has_rows: bool) -> None:
-        """Append under the batch's transaction id; a batch with nothing to add skips the
-        commit (about a second each on a small machine), unless the table must be created.
-        A repeated batch decides the same way, so idempotence holds either way."""
-        path = self.settings.table_path(table)
-        if has_rows or not table_exists(self.spark, path):
-            append_idempotent(rows, path, app_id=self.app_id, version=batch_id,
-                              partition_by="window_end_date")
 
     def _batch_metrics(self, summary: dict, batch: DataFrame | None) -> DataFrame:
         """The micro-batch's own row: its arrival range, what it emitted, and the lateness of
@@ -158,20 +172,16 @@ class BatchSink:
         condition = (f"t.window_end_date >= '{days[0]}' AND t.window_end_date <= '{days[1]}' "
                      "AND t.key = s.key AND t.window_start_ms = s.window_start_ms "
                      "AND t.window_end_ms = s.window_end_ms")
-        conf = self.spark.conf
-        conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
-        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        try:
-            (DeltaTable.forPath(self.spark, path).alias("t")
-             .merge(rows.alias("s"), condition)
-             .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index")
-             .whenNotMatchedInsertAll()
-             .execute())
-        finally:
-            conf.unset("spark.databricks.delta.write.txnAppId")
-            conf.unset("spark.databricks.delta.write.txnVersion")
+        # idempotent by its own condition (a pane only replaces an older one), so no
+        # transaction id: Delta reads that from the session's settings, which any other job of
+        # this session (a backfill in another thread) would then carry too
+        retry_conflicts(lambda: DeltaTable.forPath(self.spark, path).alias("t")
+                        .merge(rows.alias("s"), condition)
+                        .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index")
+                        .whenNotMatchedInsertAll()
+                        .execute())
 
-    def _refresh_day_metrics(self, max_seq: int, first_ms: int, last_ms: int) -> None:
+    def _refresh_day_metrics(self, first_ms: int, last_ms: int) -> None:
         """The days this batch's records can touch (their windows' end days and their ingest
         days, where quarantine counts go), recomputed as the backfill computes them, so live
         and backfill metrics are the same function of the same log."""
@@ -184,9 +194,10 @@ class BatchSink:
             min(self.days[0], first_day), max(self.days[1], last_day))
         quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
         if spec.is_standard_window:
-            log = (self.spark.read.format("delta")
-                   .load(self.settings.table_path(tables.ARRIVAL_LOG))
-                   .where(F.col("arrival_seq") <= max_seq))
+            # the whole log, not just what this batch has seen: a backfill running at the same
+            # time writes these days from the whole log, and no writer may leave them older
+            log = self.spark.read.format("delta").load(
+                self.settings.table_path(tables.ARRIVAL_LOG))
             metrics = compute_windows(log, quarantine, spec, zone, first_day, last_day).metrics
         else:
             assigned = (self.spark.read.format("delta")

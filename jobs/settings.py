@@ -25,6 +25,25 @@ class SettingsError(ValueError):
     """A platform setting is wrong; the message names the setting."""
 
 
+def _check_folder(setting: str, path: Path) -> None:
+    """The folder exists or can be created: not a file, and its nearest existing ancestor is
+    a writable folder."""
+    if path.exists():
+        if not path.is_dir():
+            raise SettingsError(f"{setting} ({path}) is a file, not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise SettingsError(f"{setting} ({path}) is not writable")
+        return
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise SettingsError(f"{setting} ({path}) cannot be created: {ancestor} is a file")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SettingsError(f"{setting} ({path}) cannot be created: {ancestor} is not "
+                            "writable")
+
+
 @dataclass(frozen=True)
 class PlatformSettings:
     home: Path
@@ -41,15 +60,26 @@ class PlatformSettings:
     max_past_ms: int = 3_650 * 86_400_000
     """Events more than this before their ingest time are quarantined (``too_far_in_past``)."""
     max_line_bytes: int = 1_000_000
+    landing_settle_ms: int = 60_000
+    """A landing file without a final newline that changed more recently than this may still
+    be being written: ingest leaves it for later (``PLATFORM_LANDING_SETTLE``)."""
     time_zone: str = "UTC"
     pipeline: PipelineSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        for setting, path in (("PLATFORM_HOME", self.home), ("PLATFORM_WAREHOUSE", self.warehouse),
+                              ("PLATFORM_LANDING", self.landing)):
+            _check_folder(setting, path)
+        if self.landing.resolve() == self.warehouse.resolve() or \
+                self.warehouse.resolve() in self.landing.resolve().parents:
+            raise SettingsError(f"PLATFORM_LANDING ({self.landing}) must not be inside "
+                                f"PLATFORM_WAREHOUSE ({self.warehouse}): ingest would read the "
+                                "tables' own files as landing files")
         if not (self.ingest_clock == "wall" or self.ingest_clock.startswith("field:")):
             raise SettingsError(
                 f"PLATFORM_INGEST_CLOCK must be 'wall' or 'field:<name>', got {self.ingest_clock!r}"
             )
-        for name in ("max_future_ms", "max_past_ms", "max_line_bytes"):
+        for name in ("max_future_ms", "max_past_ms", "max_line_bytes", "landing_settle_ms"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive, got {getattr(self, name)}")
         try:
@@ -66,10 +96,16 @@ class PlatformSettings:
 
     def table_path(self, name: str) -> str:
         """Path of a Delta table; names are ours, never user input, but check anyway."""
-        path = (self.warehouse / name).resolve()
-        if self.warehouse.resolve() not in path.parents:
-            raise SettingsError(f"table {name!r} would escape the warehouse {self.warehouse}")
-        return str(path)
+        return str(self.inside_warehouse(self.warehouse / name, f"table {name!r}"))
+
+    def inside_warehouse(self, path: str | Path, setting: str) -> Path:
+        """``path`` resolved, or a :class:`SettingsError` naming ``setting`` if it lies outside
+        the warehouse (a configured path must never reach other files)."""
+        resolved = Path(path).expanduser().resolve()
+        if self.warehouse.resolve() not in resolved.parents:
+            raise SettingsError(f"{setting} ({path}) would escape the warehouse "
+                                f"{self.warehouse}; give a path inside it")
+        return resolved
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> PlatformSettings:
@@ -92,5 +128,6 @@ class PlatformSettings:
             ingest_clock=env.get("PLATFORM_INGEST_CLOCK", "field:received_at"),
             max_future_ms=duration("PLATFORM_MAX_FUTURE", 86_400_000),
             max_past_ms=duration("PLATFORM_MAX_PAST", 3_650 * 86_400_000),
+            landing_settle_ms=duration("PLATFORM_LANDING_SETTLE", 60_000),
             time_zone=env.get("PLATFORM_TIME_ZONE", "UTC"),
         )

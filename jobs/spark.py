@@ -49,9 +49,15 @@ def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
                        "spark.sql.shuffle.partitions": str(shuffle_partitions),
                        **(extra or {})}.items():
         builder = builder.config(key, value)
+    active = SparkSession.getActiveSession()
+    if active is not None:  # getOrCreate sets the settings on it, and must check Delta's too
+        _register_delta_settings(active)
     try:
         session = configure_spark_with_delta_pip(builder).getOrCreate()
     except Exception as error:  # the JVM's own message is about a port, not the cause
+        if "INVALID_CONF_VALUE" in str(error):  # an existing session refused a setting
+            raise SparkConfigError(f"a Spark setting is refused: "
+                                   f"{str(error).splitlines()[0][:300]}") from None
         raise SparkStartError(
             "Spark did not start. Check that Java 17 or 21 is installed (`java -version`), and "
             "that Maven Central is reachable: the Delta jars "
@@ -59,4 +65,32 @@ def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
             f"Original error: {error}"
         ) from error
     session.sparkContext.setLogLevel("ERROR")
+    _check_settings(session, extra or {})
     return session
+
+
+class SparkConfigError(ValueError):
+    """A Spark or Delta setting has a value Spark refuses; the message names it."""
+
+
+def _register_delta_settings(session: SparkSession) -> None:
+    """Delta declares its settings (and their types) when its configuration object is first
+    used; until then Spark takes any value for them. Touch it."""
+    session._jvm.org.apache.spark.sql.delta.sources.DeltaSQLConf.DELTA_COLLECT_STATS()
+
+
+def _check_settings(session: SparkSession, extra: dict[str, str]) -> None:
+    """Spark validates the value of every setting it knows (Delta's included) when it is set
+    at run time, but silently keeps a bad one given at start until the first job uses it:
+    setting each again here makes a wrong value fail now, naming the setting, before any data
+    is touched. Static settings (memory, say) cannot be set at run time and are skipped."""
+    _register_delta_settings(session)
+    for key, value in extra.items():
+        try:
+            session.conf.set(key, value)
+        except Exception as error:
+            message = str(error)
+            if "static" in message.lower() or "CANNOT_MODIFY" in message:
+                continue
+            raise SparkConfigError(f"Spark setting {key}={value!r} is refused: "
+                                   f"{message.splitlines()[0][:300]}") from None

@@ -63,6 +63,7 @@ INGEST_MANIFEST_SCHEMA = StructType([
     StructField("quarantined", LongType(), False),
     StructField("planned_at_ms", LongType(), False),
     StructField("watermark_state", StringType(), True),
+    StructField("hashes", ArrayType(StringType()), True),  # sha256 per file, as in ``files``
 ])
 
 LATE_RECORDS_SCHEMA = StructType([

@@ -1,0 +1,65 @@
+"""Shared pieces of the fault tests: a generated arrival log, copies of it, table snapshots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from jobs import tables
+from jobs.generator import GeneratorConfig, generate
+from jobs.ingest import ingest
+from jobs.settings import PlatformSettings
+
+KILLS = int(os.environ.get("FAULT_KILLS", "2"))
+QUIET = {"progress": lambda _: None}
+OUTPUTS = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
+SESSIONS = """
+watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 1m}
+window: {type: session, gap: 4m}
+allowed_lateness: 1m
+aggregates: [{name: events, fn: count}, {name: value_sum, fn: sum, field: value}]
+"""
+
+
+def make_source(spark, home: Path) -> PlatformSettings:
+    """Six ingest batches over two days, late, very late and bad records included."""
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    for index in range(6):
+        generate(GeneratorConfig(events=400, duration_ms=6 * 3_600_000, keys=12, producers=2,
+                                 seed=200 + index, very_late_fraction=0.02,
+                                 start_ms=1_767_225_600_000 + 12 * 3_600_000
+                                 + index * 3 * 3_600_000), settings.landing)
+        ingest(spark, settings, **QUIET)
+    return settings
+
+
+def copy_log(source: PlatformSettings, home: Path, pipeline: str | None = None) -> dict:
+    """A new platform home holding the same arrival log and quarantine; its environment."""
+    env = {"PLATFORM_HOME": str(home)}
+    if pipeline is not None:
+        path = home.parent / f"{home.name}-pipeline.yaml"
+        path.write_text(pipeline, encoding="utf-8")
+        env["PLATFORM_PIPELINE"] = str(path)
+    settings = PlatformSettings.from_env(env)
+    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
+        shutil.copytree(source.table_path(name), settings.table_path(name))
+    return env
+
+
+def output_tables(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
+    frames = {}
+    for name in OUTPUTS:
+        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
+        frame = frame[sorted(frame.columns)]
+        frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
+    return frames
+
+
+def assert_same(expected: dict, actual: dict) -> None:
+    for name in OUTPUTS:
+        pd.testing.assert_frame_equal(expected[name], actual[name], check_exact=True, obj=name)
+
+

@@ -1,0 +1,65 @@
+"""A backfill and the live stream writing the same Delta tables at the same time: Delta's
+conflict errors are retried where that is safe, and when both are done the tables are exactly
+those a clean backfill writes, for the vectorised and for the keyed (session) pipelines."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pandas as pd
+import pytest
+
+from jobs import delta_io
+from jobs.live import run_live
+from jobs.settings import PlatformSettings
+from jobs.windowed import run_backfill
+from tests.faults.helpers import QUIET, SESSIONS, copy_log, output_tables
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize("pipeline", [None, SESSIONS], ids=["tumbling", "sessions"])
+def test_backfills_while_the_live_stream_runs_end_as_one_clean_backfill(
+        spark, source, tmp_path, monkeypatch, pipeline):
+    clean_env = copy_log(source, tmp_path / "clean", pipeline)
+    run_backfill(spark, PlatformSettings.from_env(clean_env), **QUIET)
+    expected = output_tables(spark, PlatformSettings.from_env(clean_env))
+
+    conflicts = []
+    original = delta_io.is_conflict
+
+    def counting(error):
+        found = original(error)
+        if found:
+            conflicts.append(type(error).__name__)
+        return found
+
+    monkeypatch.setattr(delta_io, "is_conflict", counting)
+    settings = PlatformSettings.from_env(copy_log(source, tmp_path / "shared", pipeline))
+    failure: list[BaseException] = []
+
+    def live() -> None:
+        try:
+            run_live(spark, settings, max_files_per_trigger=1, **QUIET)
+        except BaseException as error:  # reported below, not lost in the thread
+            failure.append(error)
+
+    stream = threading.Thread(target=live)
+    stream.start()
+    rng = random.Random(3)
+    days = ["2026-01-01", "2026-01-02"]
+    backfills = 0
+    while stream.is_alive():
+        first = rng.choice(days)
+        run_backfill(spark, settings, first, rng.choice([d for d in days if d >= first]),
+                     **QUIET)
+        backfills += 1
+    stream.join()
+    assert not failure, failure
+    print(f"{backfills} backfills during the live run; {len(conflicts)} conflicts retried: "
+          f"{sorted(set(conflicts))}")
+    assert backfills >= 2
+    got = output_tables(spark, settings)
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(frame, got[name], check_exact=True, obj=name)

@@ -1,0 +1,122 @@
+"""Configuration errors fail before any data is touched, with one message naming the setting;
+services bind to loopback; configured paths cannot reach outside the warehouse."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from jobs.settings import PlatformSettings, SettingsError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pipeline(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text, encoding="utf-8")
+    return {"PLATFORM_HOME": str(tmp_path / "home"), "PLATFORM_PIPELINE": str(path)}
+
+
+WATERMARK = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    (WATERMARK + "window: {type: tumbling, size: 0}\n", "window.size"),
+    (WATERMARK + "window: {type: tumbling, size: ten minutes}\n", "window.size"),
+    (WATERMARK + "window: {type: sliding, size: 1m, slide: 5m}\n", "window.slide"),
+    ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: -5s}\n"
+     "window: {type: tumbling, size: 1m}\n", "watermark.max_out_of_orderness"),
+    ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, "
+     "idle_timeout: 0}\nwindow: {type: tumbling, size: 1m}\n", "watermark.idle_timeout"),
+    (WATERMARK + "window: {type: session}\n", "window.gap"),
+    (WATERMARK + "window: {type: tumbling, size: 1m}\nallowed_lateness: soon\n",
+     "allowed_lateness"),
+])
+def test_a_wrong_pipeline_setting_is_named(tmp_path, text, named):
+    with pytest.raises(SettingsError, match=named.replace(".", r"\.")):
+        PlatformSettings.from_env(_pipeline(tmp_path, text))
+
+
+def test_wrong_paths_are_named(tmp_path):
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    with pytest.raises(SettingsError, match="PLATFORM_WAREHOUSE .* is a file"):
+        PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "h"),
+                                   "PLATFORM_WAREHOUSE": str(a_file)})
+    with pytest.raises(SettingsError, match="PLATFORM_LANDING .* cannot be created"):
+        PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "h"),
+                                   "PLATFORM_LANDING": str(a_file / "landing")})
+    with pytest.raises(SettingsError, match="PLATFORM_LANDING .* must not be inside"):
+        PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "h"),
+                                   "PLATFORM_WAREHOUSE": str(tmp_path / "w"),
+                                   "PLATFORM_LANDING": str(tmp_path / "w" / "landing")})
+    if os.geteuid() != 0:  # root can write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(SettingsError, match="PLATFORM_HOME .* not writable"):
+            PlatformSettings.from_env({"PLATFORM_HOME": str(locked / "home")})
+
+
+def test_configured_paths_cannot_escape_the_warehouse(tmp_path):
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
+    with pytest.raises(SettingsError, match="escape the warehouse"):
+        settings.table_path("../landing")
+    with pytest.raises(SettingsError, match="escape the warehouse"):
+        settings.table_path("/etc")
+    with pytest.raises(SettingsError, match="--checkpoint .* escape the warehouse"):
+        settings.inside_warehouse(tmp_path / "elsewhere", "--checkpoint")
+    assert settings.table_path("arrival_log").startswith(str(settings.warehouse.resolve()))
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
+    return subprocess.run([sys.executable, "-m", "jobs", *args], cwd=REPO,
+                          env={**environment, **env}, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_command_line_names_the_setting_and_touches_nothing(tmp_path):
+    home = tmp_path / "home"
+    for args, env, named in (
+        (["backfill"], {"PLATFORM_TIME_ZONE": "Mars/Olympus_Mons"}, "PLATFORM_TIME_ZONE"),
+        (["ingest"], {"PLATFORM_MAX_FUTURE": "a while"}, "PLATFORM_MAX_FUTURE"),
+        (["live", "--checkpoint", str(tmp_path / "elsewhere")], {}, "--checkpoint"),
+        (["nexmark", "q5", "--param", "window_size_ms=ten"], {}, "--param"),
+    ):
+        result = _cli(args, {"PLATFORM_HOME": str(home), **env})
+        assert result.returncode == 2, result.stderr
+        assert named in result.stderr
+        assert "Traceback" not in result.stderr
+        assert not (home / "warehouse").exists()  # nothing was touched
+
+
+@pytest.mark.spark
+def test_a_delta_setting_spark_refuses_is_named_before_any_job(spark):
+    from jobs.spark import SparkConfigError, get_spark
+
+    with pytest.raises(SparkConfigError,
+                       match="spark.databricks.delta.retentionDurationCheck.enabled"):
+        get_spark("local[2]", 2, extra={
+            "spark.databricks.delta.retentionDurationCheck.enabled": "maybe"})
+    with pytest.raises(SparkConfigError, match="spark.sql.shuffle.partitions"):
+        get_spark("local[2]", 2, extra={"spark.sql.shuffle.partitions": "many"})
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # the session is unchanged
+
+
+def test_the_enrichment_service_binds_to_loopback_by_default():
+    from services.enrichment_service import ServiceConfig, running_service
+
+    assert ServiceConfig().host == "127.0.0.1"
+    with running_service() as service:
+        assert urlparse(service.base_url).hostname == "127.0.0.1"
+
+
+def test_the_dagster_ui_binds_to_loopback():
+    script = (REPO / "platform").read_text(encoding="utf-8")
+    ui = next(line for line in script.splitlines() if "dagster\" dev" in line)
+    assert "-h 127.0.0.1" in ui

@@ -1,0 +1,112 @@
+"""SIGKILL, not a polite stop: the live stream's process killed at random points again and
+again, then resumed from its checkpoint, and a backfill killed mid-write then re-run, must
+leave every output table exactly as a clean backfill of the same arrival log leaves it.
+
+``FAULT_KILLS`` sets how many kills each test makes (the suite's default keeps it short; the
+closing notes of the fault work ran it with many more)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.live import run_live
+from jobs.settings import PlatformSettings
+from jobs.windowed import run_backfill
+from tests.faults.helpers import KILLS, QUIET, SESSIONS, assert_same, copy_log, output_tables
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """``python -m jobs ...`` in its own process group (its JVM and Python workers too)."""
+    environment = {**os.environ, **env, "PYSPARK_PYTHON": sys.executable,
+                   "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "jobs", *args], cwd=REPO, env=environment,
+                            stdout=log.open("a"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _kill_when(process: subprocess.Popen, log: Path, marker: str, count: int,
+               delay_s: float, timeout_s: float = 90) -> bool:
+    """SIGKILL the whole process group ``delay_s`` after ``log`` shows ``marker`` for the
+    ``count``-th time since this process started (``count`` 0: after ``delay_s`` from the
+    start; a long-running stream with nothing left to do is killed after ``timeout_s``);
+    False if the process ended first."""
+    already = log.read_text(errors="replace").count(marker) if log.exists() else 0
+    deadline = time.monotonic() + timeout_s
+    while count and log.read_text(errors="replace").count(marker) < already + count:
+        if process.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    end = time.monotonic() + delay_s
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            return False
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    return True
+
+
+def test_the_live_stream_killed_again_and_again_loses_and_doubles_nothing(spark, source,
+                                                                         tmp_path):
+    expected_env = copy_log(source, tmp_path / "backfill")
+    run_backfill(spark, PlatformSettings.from_env(expected_env), **QUIET)
+    expected = output_tables(spark, PlatformSettings.from_env(expected_env))
+
+    env = copy_log(source, tmp_path / "live")
+    log = tmp_path / "live.log"
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
+    kills = []
+    for _ in range(KILLS):
+        # during start-up, or at a random moment after the n-th micro-batch was written (most
+        # land inside the next batch: its state-store commit, a Delta write, the checkpoint)
+        after_batches = rng.choice([0, 1, 1, 2, 3])
+        delay = rng.uniform(2, 12) if after_batches == 0 else rng.uniform(0, 4)
+        process = _start(["live", "--trigger", "1 second", "--max-files-per-trigger", "1"],
+                         env, log)
+        if _kill_when(process, log, "live: batch ", after_batches, delay):
+            kills.append((after_batches, round(delay, 1)))
+    print(f"{len(kills)} kills (batches written before each, seconds after): {kills}")
+    settings = PlatformSettings.from_env(env)
+    run_live(spark, settings, **QUIET)  # resumes from the same checkpoint, to the end
+    assert_same(expected, output_tables(spark, settings))
+    assert len(kills) >= KILLS - 1  # the stream may, rarely, finish before the last one
+
+
+def test_a_backfill_killed_mid_write_and_run_again_is_exact(spark, source, tmp_path):
+    """Session windows: the keyed backfill writes four tables (assignments first), so a kill
+    can fall between any two of them, or inside one."""
+    expected_env = copy_log(source, tmp_path / "clean", SESSIONS)
+    run_backfill(spark, PlatformSettings.from_env(expected_env), **QUIET)
+    expected = output_tables(spark, PlatformSettings.from_env(expected_env))
+
+    env = copy_log(source, tmp_path / "killed", SESSIONS)
+    log = tmp_path / "backfill.log"
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
+    kills = []
+    for _ in range(KILLS):
+        # while computing (before any table is written), or right after the n-th table
+        # written, inside the next one's write
+        marker, count = rng.choice([("windows: computing", 1), ("windows: wrote", 1),
+                                    ("windows: wrote", 2), ("windows: wrote", 3)])
+        delay = rng.uniform(0, 3)
+        process = _start(["backfill"], env, log)
+        if _kill_when(process, log, marker, count, delay):
+            kills.append((marker.split(": ")[1], count, round(delay, 1)))
+    print(f"{len(kills)} kills of the backfill (after, times, seconds): {kills}")
+    settings = PlatformSettings.from_env(env)
+    run_backfill(spark, settings, **QUIET)
+    assert_same(expected, output_tables(spark, settings))

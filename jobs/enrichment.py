@@ -77,7 +77,9 @@ def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: 
         result = enrich_batch(records, user_lookup(service_url, token_env=token_env), config,
                               recorded=recorded or None)
         rows = [outcome.to_row() for outcome in result.outcomes]
-        counters = {k: v for k, v in vars(result.metrics).items() if k != "in_flight"}
+        # counts, plus this task's call latencies (for the benchmark and the logs)
+        counters = {**result.metrics.counters(), "calls_timed": len(result.metrics.call_ms),
+                    **result.metrics.latency_percentiles()}
         rows.append({"arrival_seq": -1 - TaskContext.get().partitionId(), "watermark_ms": None,
                      "status": METRICS_STATUS, "response_json": json.dumps(counters),
                      "error_type": None, "error_message": None, "attempts": 0})
@@ -120,12 +122,16 @@ class _Written:
     counters: dict[str, int]
 
 
-def _sum_counters(rows: list[str]) -> dict[str, int]:
-    total: dict[str, int] = {}
+def _sum_counters(rows: list[str]) -> dict[str, int | float]:
+    """Counts add up over tasks; the largest in-flight count and the largest latency
+    percentile of any task are kept (a percentile of percentiles would mean nothing)."""
+    total: dict[str, int | float] = {}
     for text in rows:
         for name, value in json.loads(text).items():
-            total[name] = max(total.get(name, 0), value) if name == "max_in_flight" \
-                else total.get(name, 0) + value
+            if name == "max_in_flight" or name.startswith("call_"):
+                total[name] = max(total.get(name, 0), value)
+            else:
+                total[name] = total.get(name, 0) + value
     return total
 
 

@@ -261,7 +261,7 @@ class _Enricher:
             attempts += 1
             if attempts > 1:
                 metrics.retries += 1
-            metrics.call_started()
+            started = metrics.call_started()
             deadline = asyncio.timeout(timeout_s)
             try:
                 async with deadline:
@@ -285,7 +285,7 @@ class _Enricher:
                 else:
                     return self._ok(record, seq, watermark_ms, response, attempts)
             finally:
-                metrics.call_finished()
+                metrics.call_finished(started)
             if not retry or attempts >= policy.max_attempts:
                 return Outcome(
                     arrival_seq=seq,

@@ -9,6 +9,7 @@ field for field, to the outcome the live run emitted.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
@@ -188,14 +189,35 @@ class EnrichmentMetrics:
     missing_recordings: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    call_ms: list[float] = field(default_factory=list, repr=False)
+    """Duration of every attempt (ms), for :meth:`latency_percentiles`."""
 
-    def call_started(self) -> None:
+    def call_started(self) -> float:
         self.calls += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return time.perf_counter()
 
-    def call_finished(self) -> None:
+    def call_finished(self, started: float) -> None:
         self.in_flight -= 1
+        self.call_ms.append((time.perf_counter() - started) * 1000)
+
+    def latency_percentiles(self) -> dict[str, float]:
+        """p50/p95/p99/max of the attempts' durations (ms); empty without calls."""
+        if not self.call_ms:
+            return {}
+        ordered = sorted(self.call_ms)
+
+        def at(share: float) -> float:
+            return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 2)
+
+        return {"call_p50_ms": at(0.50), "call_p95_ms": at(0.95), "call_p99_ms": at(0.99),
+                "call_max_ms": round(ordered[-1], 2)}
+
+    def counters(self) -> dict[str, int]:
+        """The counts alone (no durations, no momentary in-flight value)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("call_ms", "in_flight")}
 
     def merge(self, other: EnrichmentMetrics) -> EnrichmentMetrics:
         merged = EnrichmentMetrics()

@@ -9,7 +9,8 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
     watermark:
       strategy: bounded_out_of_orderness   # or monotonous, punctuated
       max_out_of_orderness: 5s             # bounded_out_of_orderness only
-      punctuation_field: is_watermark      # punctuated only: events whose field is true emit
+      punctuation_field: is_watermark      # punctuated only: true emits the event's time,
+                                           # an integer is the watermark itself
       idle_timeout: 1m                     # optional; per source partition, on the ingest clock
       tick: every_record                   # or an interval such as 200ms (of ingest clock)
     window:

@@ -54,8 +54,11 @@ class BoundedOutOfOrderness:
 
 
 class Punctuated:
-    """A watermark raised by marker events: an event whose ``field`` is truthy says that no
-    event at or before its own event time is still to come (Flink's punctuated generator)."""
+    """A watermark raised by marker events (Flink's punctuated generator). The marker is the
+    event's ``field``: ``true`` says no event at or before the marker's own event time is still
+    to come; an integer is the watermark itself (a source that knows its progress, such as a
+    heartbeat carrying "complete up to T"). Anything else is not a marker. Markers never lower
+    the watermark."""
 
     __slots__ = ("field", "watermark")
 
@@ -64,8 +67,17 @@ class Punctuated:
         self.watermark = watermark
 
     def on_event(self, event_time_ms: int, event: Mapping[str, Any] | None) -> None:
-        if event is not None and event.get(self.field) and event_time_ms > self.watermark:
-            self.watermark = event_time_ms
+        if event is None:
+            return
+        marker = event.get(self.field)
+        if marker is True:
+            proposed = event_time_ms
+        elif isinstance(marker, int) and not isinstance(marker, bool):
+            proposed = marker
+        else:
+            return
+        if proposed > self.watermark:
+            self.watermark = proposed
 
     def current(self) -> int:
         return self.watermark

@@ -17,8 +17,11 @@ def reference_watermarks(spec: WatermarkSpec, records: list[Record]) -> list[int
     arrived before the tick; min over partitions not idle at the tick; never go back."""
 
     def partition_watermark(events: list[tuple[int, dict]]) -> int:
-        if spec.strategy == "punctuated":
-            marks = [t for t, e in events if e.get(spec.punctuation_field)]
+        if spec.strategy == "punctuated":  # true: the marker's own time; an integer: itself
+            marks = [t if e.get(spec.punctuation_field) is True else e[spec.punctuation_field]
+                     for t, e in events
+                     if e.get(spec.punctuation_field) is True
+                     or type(e.get(spec.punctuation_field)) is int]
             return max(marks, default=MIN_WATERMARK)
         delay = spec.max_out_of_orderness_ms if spec.strategy != "monotonous" else 0
         return max(t for t, _ in events) - delay - 1
@@ -69,7 +72,8 @@ def arrival_logs(draw):
             draw(st.sampled_from(["p0", "p1", "p2"])),
             draw(st.integers(-200, 400)),
             ingest,
-            {"mark": draw(st.booleans())},
+            {"mark": draw(st.one_of(st.booleans(), st.integers(-200, 400), st.none(),
+                                    st.just("yes")))},
         ))
     return spec, records
 

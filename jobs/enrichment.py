@@ -122,7 +122,7 @@ class _Written:
     counters: dict[str, int]
 
 
-def _sum_counters(rows: list[str]) -> dict[str, int | float]:
+def sum_counters(rows: list[str]) -> dict[str, int | float]:
     """Counts add up over tasks; the largest in-flight count and the largest latency
     percentile of any task are kept (a percentile of percentiles would mean nothing)."""
     total: dict[str, int | float] = {}
@@ -179,7 +179,7 @@ def _enrich_and_write(spark: SparkSession, settings: PlatformSettings, arrivals:
         raise FileNotFoundError(f"replay needs recorded responses at {responses_path}")
     computed = enrich_frame(arrivals, recordings, service_url, config).localCheckpoint(
         eager=True)
-    counters = _sum_counters([row.response_json for row in computed
+    counters = sum_counters([row.response_json for row in computed
                               .where(F.col("status") == METRICS_STATUS)
                               .select("response_json").collect()])
     outcomes = computed.where(F.col("status") != METRICS_STATUS)

@@ -28,6 +28,7 @@ from jobs import tables
 from jobs.delta_stats import max_column_value
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import IngestReport, ingest
+from jobs.live_sink import BATCH_METRICS
 from jobs.settings import PlatformSettings
 from jobs.windowed import BackfillReport, run_backfill
 from operators.time import parse_duration_ms, parse_timestamp_ms
@@ -193,3 +194,25 @@ def windowed_outputs(context: AssetExecutionContext, platform: PlatformResource,
     report = run_backfill(spark.session(), settings, first_day, last_day,
                           progress=context.log.info)
     yield from windowed_results(context, settings, report, monitoring_thresholds)
+
+
+LIVE_TABLES = [
+    AssetSpec(BATCH_METRICS, group_name="monitoring", owners=OWNERS, kinds=DELTA_KINDS,
+              deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(BATCH_METRICS),
+              description="One row per live micro-batch: its arrival range, panes, late rows "
+                          "and the late-data figures of the records it consumed. Written by "
+                          "the live stream (jobs/live.py), which Dagster runs (live_job, "
+                          "live_stream_job) but does not materialise as an asset; "
+                          "live_stream_job records each batch as an observation of "
+                          "late_data_metrics as it is written."),
+    AssetSpec(tables.WINDOW_ASSIGNMENTS, group_name="windows", owners=OWNERS,
+              kinds=DELTA_KINDS, deps=[tables.ARRIVAL_LOG],
+              metadata=spec_metadata(tables.WINDOW_ASSIGNMENTS),
+              description="Every (record, window) with its fate (on time, late within "
+                          "lateness, dropped), for pipelines the operator library runs per key "
+                          "(sessions, count/delta/continuous triggers, evictors): their "
+                          "late-data metrics are computed from it. Written with the windowed "
+                          "tables by backfills and the live stream."),
+]
+"""Tables the runtimes write besides the materialisable assets: external assets, shown with
+their schemas and lineage."""

@@ -9,7 +9,7 @@ import os
 
 from dagster import Definitions, EnvVar, PipesSubprocessClient
 
-from platform_defs.assets import ingest_landing, landing_files, windowed_outputs
+from platform_defs.assets import LIVE_TABLES, ingest_landing, landing_files, windowed_outputs
 from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job, live_stream_job
@@ -29,7 +29,7 @@ def enrichment_resource() -> EnrichmentServiceResource:
 
 
 defs = Definitions(
-    assets=[landing_files, ingest_landing, windowed_outputs, enrichment],
+    assets=[landing_files, ingest_landing, windowed_outputs, enrichment, *LIVE_TABLES],
     jobs=[windowed_job, live_job, live_pipes_job, live_stream_job],
     schedules=[finality_schedule],
     sensors=[landing_sensor],

@@ -12,7 +12,8 @@ from platform_defs.partitions import final_flag, is_final, last_final_day
 
 TABLE_ASSETS = [tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS, "enrichment_responses",
-                "enriched_events", "enrichment_dead_letters"]
+                "enriched_events", "enrichment_dead_letters", "late_data_metrics_batches",
+                tables.WINDOW_ASSIGNMENTS]
 
 
 def test_definitions_load_and_validate():
@@ -20,7 +21,7 @@ def test_definitions_load_and_validate():
     graph = defs.resolve_asset_graph()
     assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {"landing_files",
                                                                          *TABLE_ASSETS}
-    for name in ("windowed_outputs_job", "live_job", "live_pipes_job"):
+    for name in ("windowed_outputs_job", "live_job", "live_pipes_job", "live_stream_job"):
         assert defs.resolve_job_def(name) is not None
     assert defs.resolve_schedule_def("finality_schedule") is not None
     assert defs.resolve_sensor_def("landing_sensor") is not None

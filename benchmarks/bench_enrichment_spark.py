@@ -29,8 +29,6 @@ from jobs.enrichment import METRICS_STATUS, enrich_frame, sum_counters  # noqa: 
 from jobs.spark import get_spark  # noqa: E402
 from operators.async_io import AsyncEnrichConfig  # noqa: E402
 
-TASKS = 2
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -38,11 +36,14 @@ def main() -> None:
     parser.add_argument("--udf-records", type=int, default=1_000)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--capacities", default="10,50,100")
+    parser.add_argument("--tasks", type=int, default=2,
+                        help="Spark tasks (partitions) at once; the service shares the cores")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.records, args.udf_records = 2_000, 200
-    spark = get_spark("local[2]", shuffle_partitions=TASKS, app_name="bench-enrichment")
+    tasks = args.tasks
+    spark = get_spark(f"local[{tasks}]", shuffle_partitions=tasks, app_name="bench-enrichment")
     latency_s = args.latency_ms / 1000
 
     def records(n: int):
@@ -50,7 +51,7 @@ def main() -> None:
                                       F.lit(0).cast("long").alias("watermark_ms"),
                                       F.format_string("user-%04d", F.col("id") % 5000)
                                       .alias("key"))
-                .repartition(TASKS).cache())
+                .repartition(tasks).cache())
 
     with service_process(args.latency_ms) as url:
         udf_input = records(args.udf_records)
@@ -67,7 +68,7 @@ def main() -> None:
         udf_input.select(lookup("key").alias("r")).write.format("noop").mode("overwrite").save()
         udf_s = time.perf_counter() - start
         udf_rate = args.udf_records / udf_s
-        udf_ideal = TASKS / latency_s
+        udf_ideal = tasks / latency_s
         print(f"plain UDF      {args.udf_records:>7,} records {udf_s:7.2f}s {udf_rate:9,.0f}/s "
               f"({udf_rate / udf_ideal:.0%} of its ideal {udf_ideal:,.0f}/s)", flush=True)
 
@@ -79,13 +80,13 @@ def main() -> None:
                 .mode("overwrite").save()  # warm-up: Python workers
             start = time.perf_counter()
             # every outcome is computed; only the tasks' counter rows come back
-            reports = (enrich_frame(frame, None, url, config, partitions=TASKS)
+            reports = (enrich_frame(frame, None, url, config, partitions=tasks)
                        .where(F.col("status") == METRICS_STATUS).select("response_json")
                        .collect())
             seconds = time.perf_counter() - start
             counters = sum_counters([row.response_json for row in reports])
             rate = args.records / seconds
-            ideal = TASKS * capacity / latency_s
+            ideal = tasks * capacity / latency_s
             print(f"platform c={capacity:<4} {args.records:>7,} records {seconds:7.2f}s "
                   f"{rate:9,.0f}/s ({rate / ideal:.0%} of ideal {ideal:,.0f}/s; "
                   f"{rate / udf_rate:.1f}x the plain UDF); call latency ms p50 "

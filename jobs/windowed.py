@@ -18,6 +18,7 @@ what lets a backfill of any range equal the live stream and run at plain Spark's
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -124,7 +125,9 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
 
         return compute_keyed_windows(arrivals, quarantine, spec, time_zone, first_day, last_day)
     lateness = spec.allowed_lateness_ms
-    log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]
+    log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]  # the whole log's end
+    if first_day is not None and last_day is not None:
+        arrivals = arrivals.where(_could_reach(first_day, last_day, spec.window))
     assigned = classify(arrivals, spec, time_zone)
     if first_day is None or last_day is None:
         bounds = assigned.agg(F.min("window_end_date"), F.max("window_end_date")).first()
@@ -163,6 +166,23 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
 
     metrics = day_metrics(assigned, quarantine, time_zone, first_day, last_day)
     return WindowOutputs(results, late, metrics, first_day, last_day, assigned)
+
+
+DAY_MS = 86_400_000
+
+
+def _could_reach(first_day: str, last_day: str, window: WindowSpec) -> Column:
+    """Records whose windows can end within ``[first_day, last_day]`` (a day of margin either
+    side for any time zone). Only a filter for speed: the exact day test comes after window
+    assignment; this one lets Delta skip the log's files (each ingest batch is one file, with
+    event-time statistics) that a range backfill or a live metrics refresh cannot need."""
+    first, last = _day_ms(first_day), _day_ms(last_day)
+    size = window.size_ms or 0
+    return F.col("event_time_ms").between(first - DAY_MS - size, last + 2 * DAY_MS)
+
+
+def _day_ms(day: str) -> int:
+    return (datetime.date.fromisoformat(str(day)) - datetime.date(1970, 1, 1)).days * DAY_MS
 
 
 LATENESS_COLUMNS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms", "lateness_max_ms",

@@ -25,9 +25,9 @@ aggregates: [{name: events, fn: count}, {name: value_sum, fn: sum, field: value}
 
 
 def make_source(spark, home: Path) -> PlatformSettings:
-    """Six ingest batches over two days, late, very late and bad records included."""
+    """Four ingest batches over two days, late, very late and bad records included."""
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
-    for index in range(6):
+    for index in range(4):
         generate(GeneratorConfig(events=400, duration_ms=6 * 3_600_000, keys=12, producers=2,
                                  seed=200 + index, very_late_fraction=0.02,
                                  start_ms=1_767_225_600_000 + 12 * 3_600_000

@@ -95,7 +95,7 @@ def test_the_backfill_equals_the_reference(spark, nexmark_log, records, tmp_path
         assert got_late == []  # nothing is late on the ingest clock
 
 
-@pytest.mark.parametrize("name", sorted(QUERIES))
+@pytest.mark.parametrize("name", ["q5", "q8", "q11", "q12"])
 def test_live_in_micro_batches_equals_the_backfill(spark, nexmark_log, tmp_path, name):
     backfilled = _copy(nexmark_log, tmp_path / "backfill")
     run_backfill(spark, backfilled, name, PARAMETERS[name], **QUIET)

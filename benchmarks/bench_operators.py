@@ -11,6 +11,7 @@ import json
 import random
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,6 +76,16 @@ def bench_timers(n: int, clustered: bool) -> None:
     print(f"  snapshot: {len(snapshot) * per_million / 1e6:.2f} MB per million timers as "
           f"bytes ({to_bytes_s:.2f}s to write, {from_bytes_s:.2f}s to read); "
           f"{json_size * per_million / 1e6:.2f} MB per million as JSON")
+    # in memory: the same registrations again, traced (a separate pass: tracing slows it)
+    tracemalloc.start()
+    traced = TimerService()
+    for key, ts in timers:
+        start_ms = ts - ts % 60_000
+        traced.register_event_time_timer(key, (start_ms, start_ms + 60_000), ts)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"  in memory: {held * 1_000_000 / max(1, len(traced)) / 1e6:.0f} MB per million "
+          f"live timers (Python objects: heap entries, index, key and window tuples)")
 
 
 def stream(n: int, keys: int, delay: int, seed: int = 2) -> list[tuple[str, int, dict, int]]:

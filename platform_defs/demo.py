@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {error}", file=sys.stderr)
         return 1
     assets = list(defs.assets)
-    print(f"[1/2] landing files + ingest (Dagster home {os.environ['DAGSTER_HOME']})")
+    print(f"[1/3] landing files + ingest (Dagster home {os.environ['DAGSTER_HOME']})")
     result = materialize(
         assets, instance=instance, resources=resources,
         selection=AssetSelection.assets("landing_files", "arrival_log", "quarantine"),
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     arrival = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
     low, high = arrival.agg(F.min("event_time"), F.max("event_time")).first()
     first_day, last_day = low.date().isoformat(), high.date().isoformat()
-    print(f"[2/2] windowed results for partitions {first_day} .. {last_day} (one Spark job)")
+    print(f"[2/3] windowed results for partitions {first_day} .. {last_day} (one Spark job)")
     result = materialize(
         assets, instance=instance, resources=resources,
         selection=AssetSelection.assets("window_results", "late_records", "late_data_metrics"),
@@ -109,18 +109,43 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not result.success:
         return 1
+    if not _enrich(assets, instance, resources):
+        return 1
     print_summary(spark, settings, time.monotonic() - started)
     return 0
 
 
+def _enrich(assets: list, instance, resources: dict) -> bool:
+    """The enrichment assets against the real user-catalogue service, started on a free
+    loopback port for the demo and stopped after (production points the
+    ``enrichment_service`` resource at its own service)."""
+    from dagster import AssetSelection, materialize
+
+    from platform_defs.enrichment_assets import EnrichmentServiceResource
+    from services.enrichment_service import running_service
+
+    with running_service(latency_ms=2) as service:
+        print(f"[3/3] enrichment against the catalogue service at {service.base_url}")
+        result = materialize(
+            assets, instance=instance,
+            resources={**resources, "enrichment_service": EnrichmentServiceResource(
+                service_url=service.base_url, capacity=50)},
+            selection=AssetSelection.assets("enrichment_responses", "enriched_events",
+                                            "enrichment_dead_letters"),
+            run_config=QUIET_LOGS)
+    return result.success
+
+
 def print_summary(spark, settings, seconds: float) -> None:
     from jobs import tables
+    from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
 
     print("\nTables (Delta) in", settings.warehouse)
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
-                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS,
+                 RESPONSES):
         rows = spark.read.format("delta").load(settings.table_path(name)).count()
-        print(f"  {name:<18} {rows:>9} rows   {settings.table_path(name)}")
+        print(f"  {name:<23} {rows:>9} rows   {settings.table_path(name)}")
     metrics = spark.read.format("delta").load(settings.table_path(tables.LATE_DATA_METRICS))
     totals = metrics.groupBy().sum("on_time", "late_within_lateness", "dropped_late",
                                    "quarantined").first()

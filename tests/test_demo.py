@@ -9,6 +9,7 @@ import re
 import pytest
 
 from jobs import tables
+from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
 from jobs.settings import PlatformSettings
 from platform_defs import demo
 
@@ -33,9 +34,12 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(spark, tmp_path, monkey
     rows = _rows_in_summary(output)
     settings = PlatformSettings.from_env()
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
-                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS,
+                 RESPONSES):
         assert rows[name] == spark.read.format("delta").load(settings.table_path(name)).count()
     assert rows[tables.ARRIVAL_LOG] + rows[tables.QUARANTINE] == 3000
+    assert rows[ENRICHED] + rows[DEAD_LETTERS] == rows[RESPONSES] == rows[tables.ARRIVAL_LOG]
+    assert rows[ENRICHED] > 0
     assert rows[tables.QUARANTINE] > 0 and rows[tables.LATE_RECORDS] > 0
     assert re.search(r"On time \d+, late within lateness \d+, dropped as too late \d+, "
                      r"quarantined \d+", output)

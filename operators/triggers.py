@@ -274,9 +274,16 @@ class _ContinuousTrigger(Trigger):
         self._register(ctx, next_fire)
 
     def _fire_if_due(self, time: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
+        """Fire, and schedule the next firing unless this one was at the window's max
+        timestamp: Flink re-registers ``min(time + interval, max_timestamp)`` there too, which
+        for an ingest clock already past it is a timer due at once, again and again (an
+        endless loop in a pass that fires due timers). After the last scheduled firing, a
+        new element starts the schedule again (``on_element``), so each element arriving
+        after the window's end still gets its pane."""
         if ctx.get_state("fire_at") == time:
             ctx.clear_state("fire_at")
-            self._schedule_next(time, window, ctx)
+            if time < window.max_timestamp:
+                self._schedule_next(time, window, ctx)
             return FIRE
         return CONTINUE
 

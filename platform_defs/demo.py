@@ -36,7 +36,13 @@ def _check_same_demo(home: Path, options: dict) -> str | None:
     return None
 
 
-def _prepare_environment(home: Path) -> None:
+def _prepare_environment(home: Path, explicit: bool) -> None:
+    """``--home`` given on the command line wins over the environment (``./platform`` exports
+    ``PLATFORM_HOME`` and ``DAGSTER_HOME`` for ``.platform``): data, tables and Dagster storage
+    must all go to the folder the user named, or the guard above protects the wrong one."""
+    if explicit:
+        os.environ["PLATFORM_HOME"] = str(home)
+        os.environ["DAGSTER_HOME"] = str(home / "dagster_home")
     os.environ.setdefault("PLATFORM_HOME", str(home))
     dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(home / "dagster_home")))
     dagster_home.mkdir(parents=True, exist_ok=True)
@@ -49,18 +55,20 @@ def _prepare_environment(home: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--home", type=Path, default=Path(".platform"),
-                        help="where data, tables and Dagster storage go (default .platform)")
+    parser.add_argument("--home", type=Path, default=None,
+                        help="where data, tables and Dagster storage go (default "
+                             "$PLATFORM_HOME, else .platform)")
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=7)
     add_lateness_arguments(parser)
     args = parser.parse_args(argv)
     generator = {"events": args.events, "seed": args.seed, **lateness_options(args)}
-    problem = _check_same_demo(args.home.absolute(), generator)
+    home = (args.home or Path(os.environ.get("PLATFORM_HOME", ".platform"))).absolute()
+    problem = _check_same_demo(home, generator)
     if problem:
         print(f"demo: {problem}", file=sys.stderr)
         return 2
-    _prepare_environment(args.home.absolute())
+    _prepare_environment(home, explicit=args.home is not None)
 
     from dagster import AssetSelection, DagsterInstance, materialize
     from dagster._core.storage.tags import (
@@ -68,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
         ASSET_PARTITION_RANGE_START_TAG,
     )
 
-    from jobs import tables
     from jobs.settings import SettingsError
     from jobs.spark import SparkStartError
     from platform_defs.definitions import defs
@@ -95,11 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not result.success:
         return 1
-    from pyspark.sql import functions as F
-
-    arrival = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
-    low, high = arrival.agg(F.min("event_time"), F.max("event_time")).first()
-    first_day, last_day = low.date().isoformat(), high.date().isoformat()
+    first_day, last_day = _partition_range(spark, settings)
     print(f"[2/3] windowed results for partitions {first_day} .. {last_day} (one Spark job)")
     result = materialize(
         assets, instance=instance, resources=resources,
@@ -113,6 +116,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_summary(spark, settings, time.monotonic() - started)
     return 0
+
+
+def _partition_range(spark, settings) -> tuple[str, str]:
+    """First and last day of window end the demo's events can reach, in the configured time
+    zone and computed by the jobs' own ``window_end_date`` (Python's ``Timestamp.date()``
+    would use the machine's local zone). The last window may end a window span after the
+    last event; a dynamic session gap's span is unknown, so a day is allowed for it."""
+    from pyspark.sql import functions as F
+
+    from jobs import tables
+    from jobs.windowed import window_end_date
+
+    window = settings.pipeline.window
+    span_ms = window.size_ms or window.gap_ms or 86_400_000
+    arrival = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
+    first, last = arrival.agg(
+        F.date_format(window_end_date(F.min("event_time_ms") + 1, settings.time_zone),
+                      "yyyy-MM-dd"),
+        F.date_format(window_end_date(F.max("event_time_ms") + span_ms,
+                                      settings.time_zone), "yyyy-MM-dd")).first()
+    return first, last
 
 
 def _enrich(assets: list, instance, resources: dict) -> bool:

@@ -8,7 +8,6 @@ are blocking that fails the run, so nothing downstream consumes a day that lost 
 Thresholds are fields of the ``monitoring`` resource, defaulting to ``PLATFORM_*`` variables.
 """
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -22,6 +21,8 @@ from dagster import (
 )
 from pydantic import Field
 
+from platform_defs.env_settings import env_number
+
 METRICS_ASSET = "late_data_metrics"
 COUNT_FIELDS = ("on_time", "late_within_lateness", "dropped_late", "quarantined")
 FLOAT_FIELDS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms",
@@ -29,31 +30,26 @@ FLOAT_FIELDS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms",
 INT_FIELDS = ("lateness_max_ms", "watermark_lag_max_ms")
 
 
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return default if value in (None, "") else float(value)
-
-
 class MonitoringResource(ConfigurableResource):
     """Thresholds of the late-data checks (fractions of records; lag in milliseconds)."""
 
     late_rate_warn: float = Field(
-        default=_env_float("PLATFORM_LATE_RATE_WARN", 0.05),
+        default=env_number("PLATFORM_LATE_RATE_WARN", 0.05),
         description="Dropped-late share of (record, window) pairs above which to WARN")
     late_rate_error: float = Field(
-        default=_env_float("PLATFORM_LATE_RATE_ERROR", 0.20),
+        default=env_number("PLATFORM_LATE_RATE_ERROR", 0.20),
         description="Dropped-late share above which the check fails with ERROR (blocking)")
     quarantine_rate_warn: float = Field(
-        default=_env_float("PLATFORM_QUARANTINE_RATE_WARN", 0.02),
+        default=env_number("PLATFORM_QUARANTINE_RATE_WARN", 0.02),
         description="Quarantined share of lines above which to WARN")
     quarantine_rate_error: float = Field(
-        default=_env_float("PLATFORM_QUARANTINE_RATE_ERROR", 0.10),
+        default=env_number("PLATFORM_QUARANTINE_RATE_ERROR", 0.10),
         description="Quarantined share above which the check fails with ERROR (blocking)")
     watermark_lag_warn_ms: float = Field(
-        default=_env_float("PLATFORM_WATERMARK_LAG_WARN_MS", 30 * 60_000),
+        default=env_number("PLATFORM_WATERMARK_LAG_WARN_MS", 30 * 60_000),
         description="Median watermark lag (ingest time - watermark) above which to WARN")
     watermark_lag_error_ms: float = Field(
-        default=_env_float("PLATFORM_WATERMARK_LAG_ERROR_MS", 3 * 3_600_000),
+        default=env_number("PLATFORM_WATERMARK_LAG_ERROR_MS", 3 * 3_600_000),
         description="Median watermark lag above which the check fails with ERROR (blocking)")
 
 

@@ -7,20 +7,21 @@ materialisation of that day is provisional; the finality schedule re-materialise
 once, after it becomes final.
 """
 
-import os
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from dagster import DailyPartitionsDefinition
 
+from platform_defs.env_settings import env_date, env_time_zone
+
 
 def partitions_time_zone() -> str:
     """``PLATFORM_TIME_ZONE`` (default UTC): the same setting the jobs partition by."""
-    return os.environ.get("PLATFORM_TIME_ZONE", "UTC")
+    return env_time_zone("PLATFORM_TIME_ZONE")
 
 
 daily_partitions = DailyPartitionsDefinition(
-    start_date=os.environ.get("PLATFORM_PARTITIONS_START", "2026-01-01"),
+    start_date=env_date("PLATFORM_PARTITIONS_START", "2026-01-01"),
     timezone=partitions_time_zone(),
     end_offset=1,
 )

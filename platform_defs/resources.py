@@ -11,8 +11,9 @@ from dagster import ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from jobs.settings import PlatformSettings
+from jobs.settings import PlatformSettings, SettingsError
 from jobs.spark import get_spark
+from platform_defs.partitions import daily_partitions
 
 
 class PlatformResource(ConfigurableResource):
@@ -23,9 +24,20 @@ class PlatformResource(ConfigurableResource):
     warehouse: str | None = Field(default=None, description="Delta tables folder")
     landing: str | None = Field(default=None, description="Landing folder for JSON-lines files")
     pipeline: str | None = Field(default=None, description="Pipeline description (YAML/JSON)")
-    time_zone: str | None = Field(default=None, description="Time zone of daily partitions")
+    time_zone: str | None = Field(
+        default=None, description="Time zone of daily partitions; must equal PLATFORM_TIME_ZONE, "
+        "which the partitions definition is built from when the code location loads")
 
     def settings(self) -> PlatformSettings:
+        """The jobs' settings. A ``time_zone`` that differs from the one the daily partitions
+        were defined with would put a day's rows under another day's partition key: refused
+        with the setting to change, before any data is touched."""
+        loaded_zone = daily_partitions.timezone
+        if self.time_zone and self.time_zone != loaded_zone:
+            raise SettingsError(
+                f"platform resource time_zone {self.time_zone!r} differs from "
+                f"PLATFORM_TIME_ZONE {loaded_zone!r}, which the daily partitions were defined "
+                "with when the code location loaded; set PLATFORM_TIME_ZONE instead")
         overrides = {
             "PLATFORM_HOME": self.home, "PLATFORM_WAREHOUSE": self.warehouse,
             "PLATFORM_LANDING": self.landing, "PLATFORM_PIPELINE": self.pipeline,

@@ -29,10 +29,11 @@ from dagster._core.storage.tags import (
 from jobs import tables
 from jobs.delta_stats import max_column_value
 from jobs.settings import PlatformSettings
+from platform_defs.env_settings import env_whole_number
 from platform_defs.partitions import daily_partitions, last_final_day
 from platform_defs.resources import PlatformResource
 
-LOOKBACK_DAYS = int(os.environ.get("PLATFORM_FINALITY_LOOKBACK_DAYS", "3"))
+LOOKBACK_DAYS = env_whole_number("PLATFORM_FINALITY_LOOKBACK_DAYS", 3, minimum=1)
 FINALITY_CRON = os.environ.get("PLATFORM_FINALITY_CRON", "*/15 * * * *")
 
 windowed_job = define_asset_job(

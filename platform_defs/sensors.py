@@ -9,16 +9,16 @@ itself takes every file not yet in the arrival log, so a run also picks up anyth
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
+from platform_defs.env_settings import env_number
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
 
-GRACE_NS = int(float(os.environ.get("PLATFORM_LANDING_GRACE_SECONDS", "300")) * 1e9)
+GRACE_NS = int(env_number("PLATFORM_LANDING_GRACE_SECONDS", 300) * 1e9)
 
 
 @dataclass(frozen=True)

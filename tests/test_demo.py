@@ -26,13 +26,17 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(spark, tmp_path, monkey
     for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
                  "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PLATFORM_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+    # ./platform exports these for .platform; --home on the command line must win over them
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("PLATFORM_HOME", str(elsewhere))
+    monkeypatch.setenv("DAGSTER_HOME", str(elsewhere / "dagster_home"))
 
     assert demo.main(["--home", str(home), "--events", "3000", "--late-fraction", "0.1"]) == 0
     output = capsys.readouterr().out
     rows = _rows_in_summary(output)
-    settings = PlatformSettings.from_env()
+    assert not elsewhere.exists()
+    assert (home / "dagster_home" / "dagster.yaml").exists() and str(home / "warehouse") in output
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
                  tables.LATE_RECORDS, tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS,
                  RESPONSES):

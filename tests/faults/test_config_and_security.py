@@ -95,6 +95,37 @@ def test_the_command_line_names_the_setting_and_touches_nothing(tmp_path):
         assert not (home / "warehouse").exists()  # nothing was touched
 
 
+@pytest.mark.parametrize(("variable", "value"), [
+    ("PLATFORM_LATE_RATE_WARN", "five percent"),
+    ("PLATFORM_FINALITY_LOOKBACK_DAYS", "0"),
+    ("PLATFORM_TIME_ZONE", "Mars/Olympus_Mons"),
+])
+def test_the_code_location_names_a_bad_environment_setting(tmp_path, variable, value):
+    """Read when Dagster loads the definitions: one line naming the variable, not a bare
+    ValueError from inside Dagster."""
+    environment = {**os.environ, "PLATFORM_HOME": str(tmp_path), variable: value}
+    result = subprocess.run([sys.executable, "-c", "import platform_defs.definitions"],
+                            cwd=REPO, env=environment, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("jobs.settings.SettingsError: ") and variable in last_line
+
+
+def test_a_resource_time_zone_other_than_the_partitions_is_refused(tmp_path, monkeypatch):
+    """The daily partitions are defined when the code location loads, from
+    PLATFORM_TIME_ZONE; a resource set to another zone would file days under wrong keys."""
+    from platform_defs.partitions import daily_partitions
+    from platform_defs.resources import PlatformResource
+
+    monkeypatch.setenv("PLATFORM_HOME", str(tmp_path))
+    other = "Asia/Tokyo" if daily_partitions.timezone != "Asia/Tokyo" else "UTC"
+    with pytest.raises(SettingsError, match="PLATFORM_TIME_ZONE"):
+        PlatformResource(time_zone=other).settings()
+    same = PlatformResource(time_zone=daily_partitions.timezone).settings()
+    assert same.time_zone == daily_partitions.timezone
+
+
 @pytest.mark.spark
 def test_a_delta_setting_spark_refuses_is_named_before_any_job(spark):
     from jobs.spark import SparkConfigError, get_spark

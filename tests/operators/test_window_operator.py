@@ -192,6 +192,20 @@ def test_continuous_processing_time_trigger() -> None:
     assert [(p.values["n"]) for p in panes] == [1, 2]
 
 
+def test_continuous_processing_time_trigger_after_the_ingest_clock_passed_the_window() -> None:
+    """The ingest clock usually runs ahead of event time: once it is past the window's max
+    timestamp the next firing is capped there, already due. It fires once, and each later
+    element fires once more; no endless re-firing (this used to hang)."""
+    op = WindowOperator(TumblingWindows(100), ContinuousProcessingTimeTrigger(30),
+                        aggregate=count_sum())
+    panes, _, _ = run(op, [("k", 10, 1, M, 10), ("k", 20, 1, M, 50), ("k", 30, 1, M, 200),
+                           ("k", 40, 1, M, 260), ("x", 0, 0, M, 400)])
+    # 30 fires at ingest 50 (n=1, before the record at 50); 60 and 90 at 200 (n=2, twice)
+    # then 99, the cap, once; the record at 200 starts again at 99 (due: fires n=3 before
+    # the record at 260), the record at 260 once more (n=4, at ingest 400)
+    assert [p.values["n"] for p in panes if p.key == "k"] == [1, 2, 2, 2, 3, 4]
+
+
 class BothClocks(Trigger):
     """Fires on an event-time timer at the window end and on a processing-time timer 1 ms
     of ingest clock after each element; records the callbacks it sees, in order."""

@@ -193,8 +193,13 @@ class _UnorderedQueue:
         return ready
 
     async def wait(self) -> None:
-        # Non-empty queue after pop_ready(): the head segment has a pending task.
-        await asyncio.wait(self._segments[0].pending, return_when=asyncio.FIRST_COMPLETED)
+        # Calls may have completed while an async source was awaited, so the head segment can
+        # hold only finished tasks (or none, before pop_ready() drops it): then something is
+        # ready or the next segment is, and there is nothing to wait for.
+        head = self._segments[0]
+        if head.done or not head.pending:
+            return
+        await asyncio.wait(head.pending, return_when=asyncio.FIRST_COMPLETED)
 
     def tasks(self) -> list[asyncio.Task[Outcome]]:
         return [t for s in self._segments for t in (*s.pending, *s.done)]

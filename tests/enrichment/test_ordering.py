@@ -120,3 +120,30 @@ def test_input_order_violations_are_rejected() -> None:
         asyncio.run(
             consume([{"arrival_seq": 1, "watermark_ms": 5}, {"arrival_seq": 2, "watermark_ms": 4}])
         )
+
+
+@pytest.mark.parametrize("output", [OutputMode.UNORDERED, OutputMode.ORDERED])
+def test_an_async_source_slower_than_the_calls_loses_nothing(output: OutputMode) -> None:
+    """While the source is awaited the calls in flight finish, so the queue's head can hold
+    only finished results when the operator waits (unordered mode used to fail there with
+    'Set of Tasks/Futures is empty')."""
+    async def call(record: dict[str, Any], session: Any) -> int:
+        await asyncio.sleep(0.001 * (record["arrival_seq"] % 3))
+        return record["arrival_seq"]
+
+    records = [{"arrival_seq": i, "watermark_ms": i // 4} for i in range(30)]
+
+    async def source():
+        for record in records:
+            yield record
+            await asyncio.sleep(0.005)
+
+    async def consume() -> list[Any]:
+        config = AsyncEnrichConfig(capacity=2, timeout_ms=1000, output=output, record=False)
+        return [o async for o in enrich(source(), call, config)]
+
+    outcomes = asyncio.run(consume())
+    _assert_tick_rule(outcomes, records)
+    assert all(o.ok for o in outcomes)
+    if output == OutputMode.ORDERED:
+        assert [o.arrival_seq for o in outcomes] == list(range(30))

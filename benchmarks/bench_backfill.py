@@ -11,9 +11,9 @@ ingest does), then times:
   and the full backfill (results, late records and late-data metrics, as Dagster runs it);
 
 for a tumbling and a sliding window (vectorised), and a session window (the operator library
-per key, ``applyInPandas``; plain Spark's ``session_window`` as the comparison), and prints
-times and the ratio to plain Spark. Then the live job over the smaller log, one arrival-log file
-per micro-batch: per-batch latency.
+per key, ``mapInPandas`` over key-cut partitions; plain Spark's ``session_window`` as the
+comparison), and prints times and the ratio to plain Spark. Then the live job over the smaller
+log, one arrival-log file per micro-batch: per-batch latency.
 Absolute times on a shared 2-core machine are noisy; the ratio is the figure that counts.
 """
 

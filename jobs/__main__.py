@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             make_query(args.query, parameters)
-        except TypeError as error:
+        except ValueError as error:
             print(f"configuration error: --param: {error}", file=sys.stderr)
             return 2
     from jobs.spark import get_spark

@@ -100,7 +100,7 @@ def insert_new_rows(spark: SparkSession, frame: DataFrame, path: str, *, keys: S
         return
     condition = " AND ".join(
         [f"t.{partition_by} >= '{days[0]}'", f"t.{partition_by} <= '{days[1]}'"]
-        + [f"t.{k} = s.{k}" for k in keys])
+        + [f"t.{k} <=> s.{k}" for k in keys])  # null-safe: a null key column matches null
     retry_conflicts(lambda: DeltaTable.forPath(spark, path).alias("t")
                     .merge(frame.alias("s"), condition).whenNotMatchedInsertAll().execute())
 

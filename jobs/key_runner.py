@@ -1,9 +1,9 @@
 """One key's records through the window operator, as output rows.
 
-The live processor (state in RocksDB between micro-batches) and the keyed backfill (one
-``applyInPandas`` call per key over the whole log) both feed a key's records in arrival order to
-the same ``WindowDriver`` and turn what it emits into the same rows; this module is that shared
-part, so the two runtimes cannot drift apart.
+The live processor (state in RocksDB between micro-batches) and the keyed backfill
+(``mapInPandas`` over partitions cut at key boundaries, jobs/key_partitions.py) both feed a
+key's records in arrival order to the same ``WindowDriver`` and turn what it emits into the
+same rows; this module is that shared part, so the two runtimes cannot drift apart.
 
 Rows are dicts over :func:`output_columns`; ``kind`` says what a row is:
 

@@ -121,15 +121,34 @@ class BatchSink:
             "panes": int(by_kind["pane"].rows) if "pane" in by_kind else 0,
             "late_records": int(by_kind["late"].rows) if "late" in by_kind else 0,
         }
-        figures = self._batch_metrics(summary, batch if keyed else None)
+        figures = self._batch_metrics(summary, batch if keyed else None).withColumn(
+            "quarantined", F.lit(self._quarantined(summary)).cast("long"))
         row = figures.first()  # one row: computed once, appended as a literal
         append_idempotent(self.spark.createDataFrame([row], figures.schema),
                           self.settings.table_path(BATCH_METRICS), app_id=self.app_id,
-                          version=batch_id)
+                          version=batch_id, merge_schema=True)  # tables from before quarantined
         summary.update({k: v for k, v in row.asDict().items() if k not in summary})
         self.batches.append(summary)
         self.progress(f"live: batch {batch_id}: {summary['records']} records, "
                       f"{summary['panes']} panes, {summary['late_records']} late")
+
+    def _quarantined(self, summary: dict) -> int:
+        """Quarantined lines of the ingest batches this micro-batch finished reading: those
+        after the ingest batch of the record just before its first one, up to the ingest
+        batch of its last record. An ingest batch split over two micro-batches counts in the
+        first; one with no good line at all counts with the next micro-batch that reads
+        records (the per-day metrics count every line, by ingest day)."""
+        first, last = summary["first_arrival_seq"], summary["last_arrival_seq"]
+        quarantine = read_table_or_none(self.spark,
+                                        self.settings.table_path(tables.QUARANTINE))
+        if first is None or quarantine is None:
+            return 0
+        log = self.spark.read.format("delta").load(self.settings.table_path(tables.ARRIVAL_LOG))
+        bounds = dict(log.where(F.col("arrival_seq").isin(first - 1, last))
+                      .select("arrival_seq", "ingest_batch").collect())
+        after, upto = bounds.get(first - 1, -1), bounds[last]
+        return quarantine.where(F.col("ingest_batch") > after) \
+            .where(F.col("ingest_batch") <= upto).count()
 
     def _batch_metrics(self, summary: dict, batch: DataFrame | None) -> DataFrame:
         """The micro-batch's own row: its arrival range, what it emitted, and the lateness of

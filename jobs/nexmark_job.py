@@ -19,13 +19,14 @@ Tables, per query ``q``: ``nexmark_<q>`` (the result rows, partitioned by the da
 end), ``nexmark_<q>_late`` (records that missed a window). Q5's first stage (bids per auction and
 window) is ``nexmark_q5_counts``; its second stage, the auctions with the most bids per window,
 is a Spark aggregation over that table, recomputed live for the windows a micro-batch touched.
-Every write is idempotent: the backfill overwrites, live appends carry Delta transaction ids,
-and the Q5 stage-2 refresh replaces a window range with what the counts table says.
+Every write is idempotent: the backfill overwrites; live inserts only the rows the table does
+not hold yet (a MERGE on the whole row: rows are deterministic, so a repeated micro-batch, or a
+live run after a backfill of the same log, adds nothing twice); the Q5 stage-2 refresh replaces
+a window range with what the counts table says.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,10 +38,10 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import tables
-from jobs.delta_io import append_idempotent, read_table_or_none, replace_range
+from jobs.delta_io import insert_new_rows, read_table_or_none, replace_range
 from jobs.key_partitions import map_keys
 from jobs.settings import PlatformSettings
-from nexmark.queries import QUERIES
+from nexmark.queries import make_query
 
 ROW_TYPES = {"name": "string"}
 """Result columns are BIGINT but these."""
@@ -90,12 +91,6 @@ SPECS = {
     "q12": QuerySpec("q12", ("bid",), lambda: _payload("bidder"), "window_end",
                      ingest_clock=True),
 }
-
-
-def make_query(name: str, parameters: dict[str, int] | None = None):
-    if name not in QUERIES:
-        raise ValueError(f"unknown Nexmark query {name!r}; choose one of {', '.join(QUERIES)}")
-    return QUERIES[name](**(parameters or {}))
 
 
 def row_schema(query) -> str:
@@ -294,16 +289,18 @@ def run_live(spark: SparkSession, settings: PlatformSettings, name: str,
                                            outputStructType=EMITTED_SCHEMA,
                                            outputMode="Append", timeMode="EventTime"))
     checkpoint = checkpoint or str(settings.warehouse / "_checkpoints" / f"nexmark_{name}")
-    app_id = "nexmark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
     report = NexmarkReport(name, 0, 0)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch = batch.localCheckpoint(eager=True)
         rows = result_rows(batch, query, spec)
         late = late_rows(batch)
-        for frame, table in ((rows, spec.rows_table), (late, f"nexmark_{name}_late")):
-            append_idempotent(frame, settings.table_path(table), app_id=app_id,
-                              version=batch_id, partition_by="window_end_date")
+        for frame, table, identity in ((rows, spec.rows_table, query.columns),
+                                       (late, f"nexmark_{name}_late", LATE_COLUMNS)):
+            days = frame.agg(F.min("window_end_date").cast("string"),
+                             F.max("window_end_date").cast("string")).first()
+            insert_new_rows(spark, frame, settings.table_path(table), keys=identity,
+                            days=None if days[0] is None else (days[0], days[1]))
         if name == "q5":
             _refresh_hot_items(spark, settings, rows)
         counts = batch.groupBy("kind").count().collect()

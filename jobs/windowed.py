@@ -22,6 +22,7 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -176,8 +177,10 @@ def _could_reach(first_day: str, last_day: str, window: WindowSpec) -> Column:
     side for any time zone). Only a filter for speed: the exact day test comes after window
     assignment; this one lets Delta skip the log's files (each ingest batch is one file, with
     event-time statistics) that a range backfill or a live metrics refresh cannot need."""
+    if window.gap_field:  # a dynamic session gap: no bound on how far a record reaches
+        return F.lit(True)
     first, last = _day_ms(first_day), _day_ms(last_day)
-    size = window.size_ms or 0
+    size = window.size_ms or window.gap_ms or 0
     return F.col("event_time_ms").between(first - DAY_MS - size, last + 2 * DAY_MS)
 
 
@@ -266,17 +269,60 @@ class BackfillReport:
     results: int
     late: int
     metrics: list[dict]
+    passes: int = 1
+    """How many times the range was computed: more than once when the arrival log received
+    records that reach the range while the backfill ran (see :func:`run_backfill`)."""
+
+
+MAX_BACKFILL_PASSES = 4
+
+
+class BackfillRaceError(RuntimeError):
+    """The arrival log kept receiving records for the backfilled days during every pass."""
 
 
 def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str | None = None,
                  last_day: str | None = None, progress: Callable[[str], None] = print
                  ) -> BackfillReport:
     """Recompute the output partitions ``[first_day, last_day]`` from the arrival log and
-    replace exactly those partitions in the results, late-records and metrics tables."""
-    arrivals = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
-    if arrivals is None:
-        raise FileNotFoundError(
-            f"no arrival log at {settings.table_path(tables.ARRIVAL_LOG)}: run ingest first")
+    replace exactly those partitions in the results, late-records and metrics tables.
+
+    A backfill computes from the log as it was when it started, then replaces its days. If
+    ingest appended records reaching those days meanwhile, the live job may already have
+    written what they changed (a later pane, a late record) and the replacement would erase
+    it, for good: the live job does not write it again. So after writing, the backfill looks
+    for such records and, if there are any, computes the range again from the newer log.
+    Rows the live job derived from the records the backfill saw are the rows the backfill
+    writes (determinism), so erasing those loses nothing."""
+    log_path = settings.table_path(tables.ARRIVAL_LOG)
+    if read_table_or_none(spark, log_path) is None:
+        raise FileNotFoundError(f"no arrival log at {log_path}: run ingest first")
+    for attempt in range(1, MAX_BACKFILL_PASSES + 1):
+        # one snapshot for the whole pass: an unpinned Delta DataFrame reads the newest
+        # version at each action, so two actions of one pass could see two logs
+        version = DeltaTable.forPath(spark, log_path).history(1).select("version").first()[0]
+        arrivals = spark.read.format("delta").option("versionAsOf", version).load(log_path)
+        seen = arrivals.agg(F.max("arrival_seq")).first()[0]
+        report = _backfill_pass(spark, settings, arrivals, first_day, last_day, progress)
+        report.passes = attempt
+        newer = spark.read.format("delta").load(log_path).where(
+            F.col("arrival_seq") > F.lit(-1 if seen is None else seen))
+        reaching = newer.where(_could_reach(report.first_day, report.last_day,
+                                            settings.pipeline.window))
+        if not reaching.limit(1).count():
+            return report
+        progress(f"windows: the arrival log received records reaching {report.first_day} .. "
+                 f"{report.last_day} during the backfill; computing the range again")
+    raise BackfillRaceError(
+        f"the arrival log received records reaching {report.first_day} .. {report.last_day} "
+        f"during each of {MAX_BACKFILL_PASSES} passes; the tables hold the last pass, which "
+        "may have replaced rows the live job wrote from the newest records. Run the backfill "
+        "again when ingest is quieter (or with the live job stopped).")
+
+
+def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
+                   first_day: str | None, last_day: str | None,
+                   progress: Callable[[str], None]) -> BackfillReport:
     quarantine = read_table_or_none(spark, settings.table_path(tables.QUARANTINE))
     outputs = compute_windows(arrivals, quarantine, settings.pipeline, settings.time_zone,
                               first_day, last_day)

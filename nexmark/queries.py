@@ -12,7 +12,7 @@ clock. Definitions, parameters and output columns are in docs/nexmark.md;
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from nexmark.aggregates import MaxBids
@@ -319,6 +319,23 @@ class Q8:
 
 QUERIES: dict[str, type] = {"q5": Q5, "q7": Q7, "q8": Q8, "q11": Q11, "q12": Q12}
 """Query name -> definition class; ``QUERIES[name](**parameters).run(records)``."""
+
+
+def make_query(name: str, parameters: Mapping[str, int] | None = None):
+    """Query ``name`` with ``parameters``: a ``ValueError`` naming what is wrong (an unknown
+    query, an unknown parameter, a duration that is not positive) before anything runs."""
+    if name not in QUERIES:
+        raise ValueError(f"unknown Nexmark query {name!r}; choose one of {', '.join(QUERIES)}")
+    try:
+        query = QUERIES[name](**(parameters or {}))
+    except TypeError as error:
+        known = ", ".join(f.name for f in fields(QUERIES[name]))
+        raise ValueError(f"{error}; {name} takes {known}") from None
+    for field in fields(query):
+        value = getattr(query, field.name)
+        if field.name.endswith("_ms") and value <= 0:
+            raise ValueError(f"{name} {field.name} must be positive, got {value}")
+    return query
 
 
 def run_query(name: str, records: Iterable[Mapping[str, Any]], **parameters: int) -> QueryResult:

@@ -151,8 +151,6 @@ def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource
 def batch_metadata(summary: Mapping) -> dict[str, int | float]:
     """A live micro-batch's figures as plottable numbers (an observation's metadata)."""
     values = day_metadata(summary)
-    values.pop("quarantined", None)
-    values.pop("quarantine_rate", None)
     for name in ("batch_id", "records", "panes", "late_records"):
         values[name] = int(summary.get(name) or 0)
     return values

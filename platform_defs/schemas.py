@@ -76,7 +76,8 @@ BATCH_METRICS_SCHEMA = _ddl(
     "batch_id long, records long, first_arrival_seq long, last_arrival_seq long, panes long, "
     "late_records long, on_time long, late_within_lateness long, dropped_late long, "
     "lateness_p50_ms double, lateness_p95_ms double, lateness_p99_ms double, "
-    "lateness_max_ms long, watermark_lag_p50_ms double, watermark_lag_max_ms long")
+    "lateness_max_ms long, watermark_lag_p50_ms double, watermark_lag_max_ms long, "
+    "quarantined long")
 
 RESPONSES_SCHEMA = _ddl(
     "arrival_seq long, status string, response_json string, error_type string, "

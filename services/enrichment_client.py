@@ -41,8 +41,14 @@ class ServerError(EnrichmentServiceError):
     """5xx: the service failed this time; worth retrying."""
 
 
+class MalformedResponseError(EnrichmentServiceError):
+    """200 with a body that is not a JSON object (cut off, HTML from a proxy, a list): never
+    passed on as a profile; retried, since a proxy or a half-sent body is usually passing."""
+
+
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ServerError,
+    MalformedResponseError,
     aiohttp.ClientConnectionError,
     aiohttp.ClientPayloadError,
     TimeoutError,
@@ -82,7 +88,16 @@ def user_lookup(
         url = URL(f"{base}/users/{quote(key, safe='')}", encoded=True)
         async with session.get(url, headers=headers) as resp:
             if resp.status == 200:
-                return json.loads(await resp.read())
+                body = await resp.read()
+                try:
+                    profile = json.loads(body)
+                except ValueError:
+                    profile = None
+                if not isinstance(profile, dict):
+                    raise MalformedResponseError(
+                        200, key, f"not a JSON object: {body[:60]!r}"
+                        + (f" ({len(body)} bytes)" if len(body) > 60 else ""))
+                return profile
             try:
                 detail = (await resp.json()).get("error", resp.reason or "")
             except (aiohttp.ContentTypeError, ValueError):

@@ -13,9 +13,11 @@ Endpoints:
 
 Faults, all drawn from one RNG seeded by ``seed`` so a run is reproducible for the same
 request order: fixed latency plus uniform jitter, an error rate answered with 500/503, a slow
-rate answered after ``slow_ms`` (to trip client timeouts), and ``fail_first`` (a key's first N
-requests answer 503, for retry tests). With a bearer token configured (read from an environment
-variable, never logged or echoed) every endpoint but ``/health`` requires it.
+rate answered after ``slow_ms`` (to trip client timeouts), a garbage rate answered 200 with a
+body that is not a profile (cut-off JSON, HTML from a proxy, a JSON list or number), and
+``fail_first`` (a key's first N requests answer 503, for retry tests). With a bearer token
+configured (read from an environment variable, never logged or echoed) every endpoint but
+``/health`` requires it.
 
 Run: ``python -m services.enrichment_service --port 8765 --latency-ms 20``; from tests:
 ``with running_service(latency_ms=5) as svc: svc.base_url``.
@@ -55,6 +57,7 @@ class ServiceConfig:
     error_statuses: tuple[int, ...] = (500, 503)
     slow_rate: float = 0.0
     slow_ms: float = 2_000.0
+    garbage_rate: float = 0.0
     seed: int = 0
     users: int = 10_000
     catalogue_version: int = 1
@@ -64,7 +67,7 @@ class ServiceConfig:
     """Explicit token (tests); when ``None`` it is read from ``token_env`` at start-up."""
 
     def __post_init__(self) -> None:
-        for name in ("error_rate", "slow_rate"):
+        for name in ("error_rate", "slow_rate", "garbage_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
@@ -87,6 +90,7 @@ class ServiceStats:
         self.max_in_flight = self.in_flight
         self.slow_responses = 0
         self.injected_errors = 0
+        self.garbage_responses = 0
         self.unauthorized = 0
         self.by_status: Counter[int] = Counter()
         self.by_key: Counter[str] = Counter()
@@ -110,11 +114,20 @@ class ServiceStats:
             "max_in_flight": self.max_in_flight,
             "slow_responses": self.slow_responses,
             "injected_errors": self.injected_errors,
+            "garbage_responses": self.garbage_responses,
             "unauthorized": self.unauthorized,
             "by_status": {str(k): v for k, v in sorted(self.by_status.items())},
             "by_key": dict(sorted(self.by_key.items())),
         }
 
+
+GARBAGE: tuple[tuple[bytes, str], ...] = (
+    (b'{"key": "user-0001", "segm', "application/json"),
+    (b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+    (b'["not", "a", "profile"]', "application/json"),
+    (b"42", "application/json"),
+)
+"""Bodies a broken service or a proxy in front of it answers with status 200."""
 
 STATS_KEY = web.AppKey("stats", ServiceStats)
 CONFIG_KEY = web.AppKey("config", ServiceConfig)
@@ -148,8 +161,9 @@ async def _get_user(request: web.Request) -> web.Response:
             stats.unauthorized += 1
             status = 401
             return _unauthorized()
-        # Draw all three numbers for every request, so one fault setting never shifts another.
+        # Draw all four numbers for every request, so one fault setting never shifts another.
         jitter, error_draw, slow_draw = rng.random(), rng.random(), rng.random()
+        garbage_draw = rng.random()
         slow = slow_draw < config.slow_rate
         delay_ms = config.slow_ms if slow else config.latency_ms + jitter * config.jitter_ms
         if slow:
@@ -164,6 +178,11 @@ async def _get_user(request: web.Request) -> web.Response:
             stats.injected_errors += 1
             status = config.error_statuses[int(error_draw * 1e9) % len(config.error_statuses)]
             return web.json_response({"error": "injected failure", "key": key}, status=status)
+        if garbage_draw < config.garbage_rate:
+            stats.garbage_responses += 1
+            status = 200
+            body, kind = GARBAGE[int(garbage_draw * 1e9) % len(GARBAGE)]
+            return web.Response(body=body, status=200, content_type=kind)
         profile = user_profile(
             key, seed=config.seed, users=config.users, version=config.catalogue_version
         )
@@ -308,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--slow-rate", type=float, default=0.0, help="fraction answered after --slow-ms"
     )
     parser.add_argument("--slow-ms", type=float, default=2_000.0)
+    parser.add_argument("--garbage-rate", type=float, default=0.0,
+                        help="fraction answered 200 with a body that is not a profile")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--users", type=int, default=10_000, help="catalogue size: user-0000 .. user-(N-1)"
@@ -338,6 +359,7 @@ def config_from_args(argv: list[str] | None = None) -> ServiceConfig:
         error_rate=args.error_rate,
         slow_rate=args.slow_rate,
         slow_ms=args.slow_ms,
+        garbage_rate=args.garbage_rate,
         seed=args.seed,
         users=args.users,
         catalogue_version=args.catalogue_version,

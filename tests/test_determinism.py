@@ -128,6 +128,9 @@ def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, pipeli
     per_day = backfilled[tables.LATE_DATA_METRICS]
     for column in ("on_time", "late_within_lateness", "dropped_late"):
         assert batches[column].sum() == per_day[column].sum(), column
+    # each quarantined line counted by the micro-batch that read its ingest batch, once
+    quarantined = spark.read.format("delta").load(settings.table_path(tables.QUARANTINE))
+    assert batches.quarantined.sum() == quarantined.count() > 0
 
 
 @TUMBLING

@@ -95,6 +95,39 @@ def test_refresh_calls_again_and_records_the_new_answers(spark, platform_env):
     assert recorded.response_json.tolist() == new.response_json.tolist()
 
 
+def test_a_service_down_then_answering_garbage_then_back(spark, platform_env):
+    """The service down: the job finishes with every record a dead letter (nothing lost, the
+    connection error named); up but answering garbage for some calls: retried, never
+    enriched with garbage; a refresh once it is healthy enriches every record."""
+    settings = PlatformSettings.from_env()
+    generate(GeneratorConfig(events=150, keys=10, duration_ms=3_600_000, bad_fraction=0),
+             settings.landing)
+    report = ingest(spark, settings, **QUIET)
+    retry = RetryPolicy.fixed(2, 1, retry_on=TRANSIENT_ERRORS)
+    with running_service() as gone:
+        url = gone.base_url
+    down = run_enrichment(spark, settings, url,
+                          AsyncEnrichConfig(capacity=4, timeout_ms=2_000, retry=retry), **QUIET)
+    dead = _table(spark, settings, DEAD_LETTERS)
+    assert (down.enriched, down.dead_letters, len(dead)) == (0, report.records, report.records)
+    assert dead.error_type.str.contains("Connect").all() and (dead.attempts == 2).all()
+
+    refresh = AsyncEnrichConfig(capacity=4, timeout_ms=2_000, retry=retry,
+                                mode=EnrichMode.REFRESH)
+    with running_service(garbage_rate=0.3, seed=5) as flaky:
+        run_enrichment(spark, settings, flaky.base_url, refresh, **QUIET)
+        assert fetch_stats(flaky.base_url)["garbage_responses"] > 0
+    enriched, dead = _table(spark, settings, ENRICHED), _table(spark, settings, DEAD_LETTERS)
+    assert len(enriched) + len(dead) == report.records
+    assert enriched.response_json.str.startswith("{").all()
+    assert dead.error_type.str.endswith("MalformedResponseError").all()
+
+    with running_service() as healthy:
+        run_enrichment(spark, settings, healthy.base_url, refresh, **QUIET)
+    assert len(_table(spark, settings, ENRICHED)) == report.records
+    assert _table(spark, settings, DEAD_LETTERS).empty
+
+
 def test_streamed_enrichment_with_a_crash_equals_the_batch_run(spark, platform_env, tmp_path):
     """A micro-batch repeated after a crash calls again but writes its rows once."""
     settings = PlatformSettings.from_env()

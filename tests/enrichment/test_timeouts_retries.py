@@ -6,6 +6,7 @@ import time
 
 from operators.async_io import AsyncEnrichConfig, enrich_batch
 from operators.retry import RetryPolicy
+from services.catalogue import user_profile
 from services.enrichment_client import TRANSIENT_ERRORS, user_lookup
 from services.enrichment_service import running_service
 from tests.enrichment.enrichment_helpers import fetch_stats, make_records, user_keys
@@ -115,3 +116,38 @@ def test_exponential_backoff_grows_and_is_capped() -> None:
         assert fetch_stats(svc.base_url)["requests"] == 4
     assert result.outcomes[0].is_dead_letter and result.outcomes[0].attempts == 4
     assert elapsed_ms >= 60 + 120 + 200
+
+
+def test_garbage_answers_are_never_passed_on_as_profiles() -> None:
+    """200 with a cut-off body, proxy HTML, a JSON list or a number: retried as transient;
+    what stays garbage after the attempts is a dead letter naming it, and nothing is lost."""
+    keys = user_keys(40)
+    policy = RetryPolicy.fixed(3, 1, retry_on=TRANSIENT_ERRORS)
+    with running_service(garbage_rate=0.5, seed=4) as svc:
+        config = AsyncEnrichConfig(capacity=8, retry=policy)
+        result = enrich_batch(make_records(keys), user_lookup(svc.base_url), config)
+        stats = fetch_stats(svc.base_url)
+    assert stats["garbage_responses"] > 0
+    assert len(result.outcomes) == len(keys)
+    ok = [o for o in result.outcomes if o.ok]
+    assert ok and all(o.response == user_profile(o.record["key"], seed=4) for o in ok)
+    dead = result.dead_letters
+    assert dead, "with half the answers garbage, some key gets it three times in a row"
+    for outcome in dead:
+        assert outcome.error_type == "services.enrichment_client.MalformedResponseError"
+        assert "not a JSON object" in outcome.error_message and outcome.attempts == 3
+    assert stats["requests"] == sum(o.attempts for o in result.outcomes)
+
+
+def test_a_service_that_is_down_dead_letters_every_record_and_the_batch_ends() -> None:
+    """Connection refused is transient: each record is tried as configured, then dead
+    lettered with the connection error; the batch finishes instead of hanging or failing."""
+    with running_service() as svc:
+        url = svc.base_url  # a port that was just listening, now closed
+    keys = user_keys(6)
+    policy = RetryPolicy.fixed(2, 1, retry_on=TRANSIENT_ERRORS)
+    result = enrich_batch(make_records(keys), user_lookup(url),
+                          AsyncEnrichConfig(capacity=3, timeout_ms=2_000, retry=policy))
+    assert [o.record["key"] for o in result.dead_letters] == keys
+    assert all(o.attempts == 2 and "Connect" in o.error_type for o in result.dead_letters)
+    assert (result.metrics.calls, result.metrics.errors, result.metrics.dead_letters) == (12, 12, 6)

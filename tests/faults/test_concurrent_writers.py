@@ -63,3 +63,46 @@ def test_backfills_while_the_live_stream_runs_end_as_one_clean_backfill(
     got = output_tables(spark, settings)
     for name, frame in expected.items():
         pd.testing.assert_frame_equal(frame, got[name], check_exact=True, obj=name)
+
+
+@pytest.mark.parametrize("pipeline", [None, SESSIONS], ids=["tumbling", "sessions"])
+def test_records_ingested_during_a_backfill_are_not_erased_by_it(
+        spark, source, tmp_path, monkeypatch, pipeline):
+    """Ingest appends to the log while a backfill computes from its older snapshot (the live
+    job may then write rows from the new records, which the backfill's replacement would
+    erase for good). The backfill notices and computes its range again: the end state is a
+    clean backfill of the whole log."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from jobs import tables, windowed
+
+    clean_env = copy_log(source, tmp_path / "clean", pipeline)
+    run_backfill(spark, PlatformSettings.from_env(clean_env), **QUIET)
+    expected = output_tables(spark, PlatformSettings.from_env(clean_env))
+
+    settings = PlatformSettings.from_env(copy_log(source, tmp_path / "racing", pipeline))
+    log_path = settings.table_path(tables.ARRIVAL_LOG)
+    full = spark.read.format("delta").load(source.table_path(tables.ARRIVAL_LOG))
+    cut = int(full.agg(F.max("arrival_seq")).first()[0] * 0.75)
+    DeltaTable.forPath(spark, log_path).delete(F.col("arrival_seq") > cut)  # an older log
+    late_arrivals = full.where(F.col("arrival_seq") > cut).localCheckpoint()
+
+    original = windowed.compute_windows
+    calls = []
+
+    def ingest_meanwhile(arrivals, *args, **kwargs):
+        outputs = original(arrivals, *args, **kwargs)
+        if not calls:  # the first pass has its snapshot: now the rest of the log lands
+            late_arrivals.write.format("delta").mode("append").save(log_path)
+        calls.append(1)
+        return outputs
+
+    monkeypatch.setattr(windowed, "compute_windows", ingest_meanwhile)
+    messages = []
+    report = run_backfill(spark, settings, progress=messages.append)
+    assert report.passes == 2 and len(calls) == 2
+    assert any("computing the range again" in m for m in messages)
+    got = output_tables(spark, settings)
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(frame, got[name], check_exact=True, obj=name)

@@ -87,6 +87,8 @@ def test_the_command_line_names_the_setting_and_touches_nothing(tmp_path):
         (["ingest"], {"PLATFORM_MAX_FUTURE": "a while"}, "PLATFORM_MAX_FUTURE"),
         (["live", "--checkpoint", str(tmp_path / "elsewhere")], {}, "--checkpoint"),
         (["nexmark", "q5", "--param", "window_size_ms=ten"], {}, "--param"),
+        (["nexmark", "q11", "--param", "session_gap_ms=0"], {}, "session_gap_ms"),
+        (["nexmark", "q7", "--param", "window_slide_ms=5"], {}, "window_slide_ms"),
     ):
         result = _cli(args, {"PLATFORM_HOME": str(home), **env})
         assert result.returncode == 2, result.stderr

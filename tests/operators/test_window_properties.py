@@ -387,19 +387,24 @@ def test_agrees_with_the_vectorised_backfills_reference(records, slide, factor, 
 
 
 def _configured_operator(draw) -> callable:
-    """A factory of window operators over the configurations the Spark runtimes run per key:
-    merging or not, buffered or not, every event-time trigger, purging, evictors."""
+    """A factory of window operators over every configuration: merging or not, buffered or
+    not, every trigger (the processing-time ones on the ingest clock, which the replay command
+    runs; the ingest clock here, the arrival position, soon passes the windows' ends), purging,
+    evictors."""
     from operators.evictors import CountEvictor, TimeEvictor
     from operators.triggers import (
         ContinuousEventTimeTrigger,
+        ContinuousProcessingTimeTrigger,
         CountTrigger,
         DeltaTrigger,
         EventTimeTrigger,
+        ProcessingTimeTrigger,
         PurgingTrigger,
     )
 
     assigner = draw(assigners)
-    trigger_kind = draw(st.sampled_from(["event_time", "count", "continuous", "delta"]))
+    trigger_kind = draw(st.sampled_from(["event_time", "count", "continuous", "delta",
+                                         "processing_time", "continuous_processing_time"]))
     count = draw(st.integers(1, 3))
     interval = draw(st.integers(1, 6))
     purging = draw(st.booleans())
@@ -410,7 +415,10 @@ def _configured_operator(draw) -> callable:
     def make() -> WindowOperator:
         trigger = {"event_time": EventTimeTrigger, "count": lambda: CountTrigger(count),
                    "continuous": lambda: ContinuousEventTimeTrigger(interval),
-                   "delta": lambda: DeltaTrigger.on_field(2, "v")}[trigger_kind]()
+                   "delta": lambda: DeltaTrigger.on_field(2, "v"),
+                   "processing_time": ProcessingTimeTrigger,
+                   "continuous_processing_time": lambda: ContinuousProcessingTimeTrigger(
+                       interval)}[trigger_kind]()
         if purging:
             trigger = PurgingTrigger(trigger)
         evictor = {None: None, "count": CountEvictor(2), "time": TimeEvictor(3)}[evictor_kind]
@@ -448,12 +456,12 @@ def test_every_configuration_survives_per_key_snapshots_at_any_point(records, da
         got_assignments: list = []
         for seq, (k, t, v, watermark) in enumerate(records):
             if data.draw(st.booleans(), label="snapshot before this record"):
+                # as the live runtime does: a new driver, the key's state (its own clocks
+                # included) restored, and the driver's clocks moved only by the next record
                 snap = json.loads(json.dumps(driver.snapshot_key(key, evict=True)))
-                clocks = (driver.watermark, driver.processing_time)
                 driver = WindowDriver(make())
                 driver.record_assignments()
                 driver.restore_key(key, snap)
-                driver.advance(*clocks)
             if k == key:
                 driver.process(k, t, {"v": v}, arrival_seq=seq, watermark=watermark,
                                ingest_time=seq)

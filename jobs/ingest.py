@@ -92,26 +92,30 @@ class _Plan:
     deferred: int = 0
 
 
-def _landing_files(landing: Path, settle_ms: int) -> tuple[list[str], int]:
-    """Files a collector has finished, ``<partition>/<name>.jsonl`` (``.tmp`` is in flight),
-    and how many look half-written: a file that does not end with a newline and changed
-    within ``settle_ms`` waits for a later ingest (once settled it is taken as it is, and a
-    cut-off last line is quarantined as malformed)."""
+def landing_files(landing: Path, settle_ms: int) -> tuple[dict[str, int], int]:
+    """Files a collector has finished, ``<partition>/<name>.jsonl`` -> modification time (ns)
+    (``.tmp`` is in flight), and how many look half-written: a file that does not end with a
+    newline and changed within ``settle_ms`` waits for a later ingest (once settled it is
+    taken as it is, and a cut-off last line is quarantined as malformed). The landing sensor
+    uses the same rule, so it never launches a run for a file ingest would leave."""
     if not landing.is_dir():
-        return [], 0
-    finished, deferred = [], 0
+        return {}, 0
+    finished, deferred = {}, 0
     now = time.time()
     for path in sorted(landing.glob("*/*.jsonl")):
-        if not path.is_file():
+        try:
+            if not path.is_file():
+                continue
+            status = path.stat()
+            if status.st_size and (now - status.st_mtime) * 1000 < settle_ms:
+                with path.open("rb") as handle:
+                    handle.seek(-1, 2)
+                    if handle.read(1) != b"\n":
+                        deferred += 1
+                        continue
+        except FileNotFoundError:  # renamed or removed while we looked
             continue
-        status = path.stat()
-        if status.st_size and (now - status.st_mtime) * 1000 < settle_ms:
-            with path.open("rb") as handle:
-                handle.seek(-1, 2)
-                if handle.read(1) != b"\n":
-                    deferred += 1
-                    continue
-        finished.append(str(path.relative_to(landing)))
+        finished[str(path.relative_to(landing))] = status.st_mtime_ns
     return finished, deferred
 
 
@@ -169,7 +173,8 @@ def _plan(spark: SparkSession, settings: PlatformSettings) -> _Plan:
                      start_state, True, hashes,
                      _duplicates(files, hashes, known_hashes))
     known = {f for files in committed.files for f in files}
-    landed, deferred = _landing_files(settings.landing, settings.landing_settle_ms)
+    landed, deferred = landing_files(settings.landing, settings.landing_settle_ms)
+    landed = sorted(landed)
     new_files = [f for f in landed if f not in known]
     if not new_files:
         return _Plan(-1, [], first_seq, 0, start_state, False, deferred=deferred)

@@ -1,10 +1,16 @@
 """The landing sensor: notice finished landing files and launch the incremental run.
 
-The cursor remembers the newest modification time seen and the names of the files seen within
-a grace period before it (collectors write ``.tmp`` then rename, and two collectors can finish
-in either order). A file counts as new when it is inside that window and not remembered; the run
-key is derived from the new files' names, so the same files never launch two runs. Ingest
-itself takes every file not yet in the arrival log, so a run also picks up anything older.
+The cursor remembers the newest modification time seen and the files (name and modification
+time) seen within a grace period before it (collectors write ``.tmp`` then rename, and two
+collectors can finish in either order). A file counts as new when it is inside that window and
+not remembered as it is now; the run key is derived from the new files, so the same files never
+launch two runs. A file that looks half-written (ingest's rule: no final newline, changed within
+``PLATFORM_LANDING_SETTLE``) is not looked at until it is finished or settled, so no run is
+spent on a file ingest would leave, and the file still launches one later.
+
+Ingest itself takes every file not yet in the arrival log, so a run also picks up anything
+older: a file copied in with an old modification time (``cp -p``, ``rsync -a``) older than the
+grace window launches no run of its own, and is ingested by the next run.
 """
 
 import hashlib
@@ -14,6 +20,7 @@ from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
+from jobs.ingest import landing_files
 from platform_defs.env_settings import env_number
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
@@ -25,6 +32,8 @@ GRACE_NS = int(env_number("PLATFORM_LANDING_GRACE_SECONDS", 300) * 1e9)
 class LandingCursor:
     newest_ns: int
     recent: frozenset[str]
+    """``name@mtime_ns`` of the files seen within the grace window: a file rewritten in place
+    (a later modification time) counts as new again."""
 
     @classmethod
     def parse(cls, text: str | None) -> "LandingCursor":
@@ -37,17 +46,14 @@ class LandingCursor:
         return json.dumps({"newest_ns": self.newest_ns, "recent": sorted(self.recent)})
 
 
-def finished_files(landing: Path) -> dict[str, int]:
-    """``<partition>/<name>.jsonl`` -> modification time (ns); ``.tmp`` files are in flight."""
-    if not landing.is_dir():
-        return {}
-    found = {}
-    for path in landing.glob("*/*.jsonl"):
-        try:
-            found[str(path.relative_to(landing))] = path.stat().st_mtime_ns
-        except FileNotFoundError:  # renamed or removed while we looked
-            continue
-    return found
+def finished_files(landing: Path, settle_ms: int) -> dict[str, int]:
+    """``<partition>/<name>.jsonl`` -> modification time (ns) of the files ingest would take
+    now (``.tmp`` files and half-written ones are in flight)."""
+    return landing_files(landing, settle_ms)[0]
+
+
+def _seen(name: str, mtime_ns: int) -> str:
+    return f"{name}@{mtime_ns}"
 
 
 def scan(files: dict[str, int], cursor: LandingCursor, grace_ns: int = GRACE_NS
@@ -55,9 +61,10 @@ def scan(files: dict[str, int], cursor: LandingCursor, grace_ns: int = GRACE_NS
     """New files (sorted) and the cursor after them."""
     horizon = cursor.newest_ns - grace_ns
     new = sorted(name for name, mtime in files.items()
-                 if mtime >= horizon and name not in cursor.recent)
+                 if mtime >= horizon and _seen(name, mtime) not in cursor.recent)
     newest = max([cursor.newest_ns, *files.values()])
-    recent = frozenset(name for name, mtime in files.items() if mtime >= newest - grace_ns)
+    recent = frozenset(_seen(name, mtime) for name, mtime in files.items()
+                       if mtime >= newest - grace_ns)
     return new, LandingCursor(newest, recent)
 
 
@@ -70,9 +77,10 @@ def run_key(new_files: list[str]) -> str:
         description="Launches the incremental run when finished files appear in the landing "
                     "folder; one run per set of new files.")
 def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource):
-    landing = platform.settings().landing
+    settings = platform.settings()
+    landing = settings.landing
     cursor = LandingCursor.parse(context.cursor)
-    new, after = scan(finished_files(landing), cursor)
+    new, after = scan(finished_files(landing, settings.landing_settle_ms), cursor)
     if not new:
         if after != cursor:
             context.update_cursor(after.serialise())

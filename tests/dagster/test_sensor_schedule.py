@@ -16,7 +16,7 @@ from dagster._core.storage.tags import (
 from jobs.generator import GeneratorConfig, generate
 from platform_defs.resources import PlatformResource
 from platform_defs.schedules import contiguous_ranges, days_to_finalise, finality_schedule
-from platform_defs.sensors import LandingCursor, landing_sensor, scan
+from platform_defs.sensors import LandingCursor, finished_files, landing_sensor, scan
 
 
 def _instance(home) -> DagsterInstance:
@@ -51,7 +51,8 @@ def test_sensor_requests_one_run_per_set_of_new_files(home):
     later, _ = _evaluate(home.path, cursor)
     assert len(later.run_requests) == 1
     assert later.run_requests[0].run_key not in {first_key}
-    assert "producer-9/received-late.jsonl" in LandingCursor.parse(later.cursor).recent
+    stamp = new_file.stat().st_mtime_ns
+    assert f"producer-9/received-late.jsonl@{stamp}" in LandingCursor.parse(later.cursor).recent
     assert LandingCursor.parse(later.cursor).newest_ns >= LandingCursor.parse(cursor).newest_ns
 
     # a re-evaluation from the old cursor (a retried tick) asks with the same run key again,
@@ -64,10 +65,28 @@ def test_cursor_forgets_old_files_but_not_recent_ones():
     files = {"a/1.jsonl": 100, "a/2.jsonl": 200, "b/1.jsonl": 1_000}
     new, cursor = scan(files, LandingCursor(-1, frozenset()), grace_ns=300)
     assert new == sorted(files) and cursor.newest_ns == 1_000
-    assert cursor.recent == {"b/1.jsonl"}  # older than the grace window: not remembered
+    assert cursor.recent == {"b/1.jsonl@1000"}  # older than the grace window: not remembered
     files["a/3.jsonl"] = 900  # finished late but inside the grace window: still new
-    new, _ = scan(files, cursor, grace_ns=300)
+    new, cursor = scan(files, cursor, grace_ns=300)
     assert new == ["a/3.jsonl"]
+    files["a/3.jsonl"] = 1_100  # rewritten in place: new again
+    assert scan(files, cursor, grace_ns=300)[0] == ["a/3.jsonl"]
+
+
+def test_a_half_written_file_launches_no_run_until_it_is_finished(tmp_path):
+    """Ingest leaves a file without its final newline that changed within the settle time;
+    the sensor must not spend a run on it, nor forget it: it is new once finished."""
+    landing = tmp_path / "landing"
+    (landing / "p0").mkdir(parents=True)
+    done, partial = landing / "p0" / "done.jsonl", landing / "p0" / "partial.jsonl"
+    done.write_text('{"key": "a"}\n', encoding="utf-8")
+    partial.write_text('{"key": "b"}\n{"key": "c", "event_ti', encoding="utf-8")
+    new, cursor = scan(finished_files(landing, settle_ms=60_000), LandingCursor(-1, frozenset()))
+    assert new == ["p0/done.jsonl"]
+    with partial.open("a", encoding="utf-8") as handle:
+        handle.write('me": 5}\n')
+    new, _ = scan(finished_files(landing, settle_ms=60_000), cursor)
+    assert new == ["p0/partial.jsonl"]
 
 
 def test_schedule_targets_the_days_that_just_became_final(home, monkeypatch):

@@ -43,7 +43,31 @@ class EnrichmentServiceResource(ConfigurableResource):
     capacity: int = Field(default=16, description="Calls in flight per Spark task")
     timeout_ms: int = Field(default=2_000, description="Timeout of each attempt")
     max_attempts: int = Field(default=3, description="Attempts per record, the first included")
-    retry_delay_ms: int = Field(default=50, description="First backoff delay")
+    retry_delay_ms: int = Field(default=50, description="Fixed delay, or the first backoff delay")
+    backoff: str = Field(default="exponential",
+                         description="'exponential' (doubling, capped) or 'fixed' delays")
+    max_retry_delay_ms: int = Field(default=10_000, description="Cap of the exponential backoff")
+    output: str = Field(
+        default="ordered", description="'ordered' (input order) or 'unordered' (completion "
+        "order between watermark ticks, never across one)")
+
+    def enrich_config(self, mode: str) -> AsyncEnrichConfig:
+        """The operator's configuration; a bad value raises one error naming the field."""
+        if self.backoff not in ("exponential", "fixed"):
+            raise ValueError(f"enrichment_service.backoff must be 'exponential' or 'fixed', "
+                             f"got {self.backoff!r}")
+        try:
+            if self.backoff == "fixed":
+                retry = RetryPolicy.fixed(self.max_attempts, self.retry_delay_ms,
+                                          retry_on=TRANSIENT_ERRORS)
+            else:
+                retry = RetryPolicy.exponential(self.max_attempts, self.retry_delay_ms,
+                                                max_delay_ms=self.max_retry_delay_ms,
+                                                retry_on=TRANSIENT_ERRORS)
+            return AsyncEnrichConfig(capacity=self.capacity, timeout_ms=self.timeout_ms,
+                                     retry=retry, output=self.output, mode=EnrichMode(mode))
+        except ValueError as error:
+            raise ValueError(f"enrichment_service: {error}") from None
 
 
 class EnrichmentRunConfig(Config):
@@ -92,10 +116,7 @@ def enrichment(context: AssetExecutionContext, config: EnrichmentRunConfig,
     """Enrich the whole arrival log (recorded answers are reused, so a re-run makes no calls)."""
     settings = platform.settings()
     service = enrichment_service
-    retry = RetryPolicy.exponential(service.max_attempts, service.retry_delay_ms,
-                                    retry_on=TRANSIENT_ERRORS)
-    run_config = AsyncEnrichConfig(capacity=service.capacity, timeout_ms=service.timeout_ms,
-                                   retry=retry, mode=EnrichMode(config.mode))
+    run_config = service.enrich_config(config.mode)
     session = spark.session()
     with worker_token(session, service.token):
         report = run_enrichment(session, settings, service.service_url, run_config,

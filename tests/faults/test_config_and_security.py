@@ -153,3 +153,20 @@ def test_the_dagster_ui_binds_to_loopback():
     script = (REPO / "platform").read_text(encoding="utf-8")
     ui = next(line for line in script.splitlines() if "dagster\" dev" in line)
     assert "-h 127.0.0.1" in ui
+
+
+def test_the_enrichment_resource_builds_the_operator_config_or_names_the_field():
+    from operators.async_io import OutputMode
+    from platform_defs.enrichment_assets import EnrichmentServiceResource
+
+    config = EnrichmentServiceResource(backoff="fixed", output="unordered", retry_delay_ms=7,
+                                       max_attempts=4).enrich_config("replay")
+    assert (config.retry.backoff, config.retry.delay_ms, config.retry.max_attempts) == \
+        ("fixed", 7, 4)
+    assert config.output == OutputMode.UNORDERED and config.mode.value == "replay"
+    capped = EnrichmentServiceResource(max_retry_delay_ms=300).enrich_config("live")
+    assert (capped.retry.backoff, capped.retry.max_delay_ms) == ("exponential", 300)
+    for fields, named in (({"backoff": "linear"}, "backoff"), ({"capacity": 0}, "capacity"),
+                          ({"output": "random"}, "random")):
+        with pytest.raises(ValueError, match=f"enrichment_service.*{named}"):
+            EnrichmentServiceResource(**fields).enrich_config("live")

@@ -108,16 +108,23 @@ def _mark_community_popup_seen(base_url: str) -> None:
         assert answer.status == 200
 
 
-def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(webserver, tmp_path):
+@pytest.fixture
+def chromium() -> Path:
+    """Checked before the webserver fixture starts Spark and Dagster, so a local skip is quick."""
     if not CHROMIUM.exists():
         if os.environ.get("PLATFORM_REQUIRE_BROWSER"):  # set by .ci/run: CI must run this test
             pytest.fail("Chromium is not installed (apt-get install -y chromium)")
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    return CHROMIUM
+
+
+def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(chromium, webserver,
+                                                                      tmp_path):
     from playwright import sync_api
 
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM),
+            str(tmp_path / "chromium-profile"), executable_path=str(chromium),
             args=CHROMIUM_ARGS, headless=True, viewport={"width": 1600, "height": 1000})
         try:
             page = browser.new_page()
@@ -149,6 +156,8 @@ def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(webserver,
                 if page.get_by_text("range_summary").count():  # materialisation metadata only
                     break
                 page.wait_for_timeout(3_000)
+            else:
+                raise AssertionError("no materialisation of the day within 180 s")
             body = page.inner_text("body")
             for name in ("dropped_late", "late_within_lateness", "quarantined", "late_rate",
                          "lateness_p99_ms", "watermark_lag_p50_ms"):

@@ -121,6 +121,38 @@ def test_schedule_targets_the_days_that_just_became_final(home, monkeypatch):
                                                      (date(2026, 1, 7), date(2026, 1, 7))]
 
 
+def test_a_failed_final_run_is_asked_for_again_a_few_times(home):
+    """Dagster launches a run key once: without a new key, a failed finalisation would wait
+    for the watermark to move. A run still in progress keeps its key (never doubled)."""
+    from dagster import DagsterRunStatus
+    from dagster._core.test_utils import create_run_for_test
+
+    from platform_defs.schedules import FINAL_KEY_TAG, MAX_RETRIES
+    from tests.dagster.delta_log_helpers import write_arrival_log_stats
+
+    write_arrival_log_stats(home.path / "warehouse" / "arrival_log",
+                            1_767_312_000_000 + 30_000)
+    instance = _instance(home)
+
+    def tick():
+        context = build_schedule_context(
+            instance=instance, resources={"platform": PlatformResource(home=str(home.path))})
+        return finality_schedule(context)
+
+    first = tick()[0]
+    base = first.tags[FINAL_KEY_TAG]
+    assert first.run_key == base
+    create_run_for_test(instance, tags={FINAL_KEY_TAG: base}, status=DagsterRunStatus.STARTED)
+    assert tick()[0].run_key == base  # still running: the same key, so no second run
+    keys = []
+    for _ in range(MAX_RETRIES + 1):
+        create_run_for_test(instance, tags={FINAL_KEY_TAG: base},
+                            status=DagsterRunStatus.FAILURE)
+        answer = tick()
+        keys.append(answer[0].run_key if isinstance(answer, list) else None)
+    assert keys == [f"{base}-retry{n}" for n in range(1, MAX_RETRIES + 1)] + [None]
+
+
 @pytest.mark.skipif(os.name != "posix", reason="paths")
 def test_schedule_skips_without_an_arrival_log(home):
     context = build_schedule_context(

@@ -21,7 +21,18 @@ def _rows_in_summary(output: str) -> dict[str, int]:
             for m in re.finditer(r"^\s+(\w+)\s+(\d+) rows", output, flags=re.MULTILINE)}
 
 
-def test_the_demo_runs_the_asset_graph_and_reruns_safely(spark, tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def suite_session(spark):
+    """The demo's Dagster resource asks the shared session for its own shuffle partitions;
+    give the rest of the suite its two back."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    yield spark
+    spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
+def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path, monkeypatch,
+                                                        capsys):
+    spark = suite_session
     home = tmp_path / "home"
     for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
                  "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):

@@ -34,3 +34,16 @@ def platform_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def write_pipeline(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _no_definitions_load_context_left_behind():
+    """Dagster keeps the last definitions-load context in a class attribute, with a weak
+    reference to the instance that loaded the definitions (a Pipes or in-process job does);
+    once that test's instance is gone, the next materialisation in the same process fails
+    with "undefined DagsterInstance weakref". Each test leaves it unset, as a process starts."""
+    yield
+    if "dagster" in sys.modules:
+        from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
+
+        DefinitionsLoadContext._instance = None

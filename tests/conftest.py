@@ -37,13 +37,16 @@ def write_pipeline(path: Path, text: str) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _no_definitions_load_context_left_behind():
-    """Dagster keeps the last definitions-load context in a class attribute, with a weak
-    reference to the instance that loaded the definitions (a Pipes or in-process job does);
-    once that test's instance is gone, the next materialisation in the same process fails
-    with "undefined DagsterInstance weakref". Each test leaves it unset, as a process starts."""
+def _no_dagster_instance_state_left_behind():
+    """Dagster keeps the current definitions-state storage (and the last definitions-load
+    context) in process-wide slots holding a weak reference to the instance that set them
+    (a schedule or sensor context, an in-process job); once that test's instance is gone, the
+    next materialisation in the same process fails with "Attempted to resolve undefined
+    DagsterInstance weakref". Each test leaves both unset, as a fresh process has them."""
     yield
     if "dagster" in sys.modules:
         from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
+        from dagster._core.storage.defs_state import base
 
         DefinitionsLoadContext._instance = None
+        base._current_storage.set(None)

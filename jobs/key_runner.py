@@ -26,6 +26,7 @@ from operators.build import build_driver
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
+from operators.user_functions import is_user_function, result_type
 from operators.window_operator import DROPPED, WindowDriver
 
 BASE_OUTPUT = [
@@ -55,6 +56,8 @@ _PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double
 
 
 def aggregate_type(fn: str) -> str:
+    if is_user_function(fn):
+        return result_type(fn)
     return {"count": "long", "mean": "double"}.get(fn, SPARK_TYPE)
 
 

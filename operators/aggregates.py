@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from operators.evictors import Element
 from operators.numbers import add_exact, to_double, to_exact
 from operators.pipeline import AggregateSpec
+from operators.user_functions import load_user_aggregate
 from operators.windows import TimeWindow
 
 
@@ -207,7 +208,8 @@ class NamedAggregates:
     def from_specs(cls, specs: Iterable[AggregateSpec]) -> NamedAggregates:
         functions: list[tuple[str, AggregateFunction]] = []
         for spec in specs:
-            factory = BUILTIN_AGGREGATES[spec.fn]
+            factory = (load_user_aggregate(spec.fn) if spec.is_user_defined
+                       else BUILTIN_AGGREGATES[spec.fn])
             functions.append((spec.name, factory(spec.field)))  # type: ignore[arg-type]
         return cls(functions)
 

@@ -485,6 +485,20 @@ async def enrich_batch_async(
     return BatchResult(outcomes=outcomes, recordings=recordings, metrics=metrics)
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when it is installed, else asyncio's own.
+
+    At capacity 100 and 20 ms latency a task makes about 5,000 calls a second, and the CPU of
+    the event loop and the HTTP client, not the service, becomes the limit; uvloop (libuv)
+    does the same I/O for much less CPU. Semantics do not depend on the loop: ordering and
+    tick rules are the operator's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def enrich_batch(
     records: Iterable[Record],
     call: Call,
@@ -494,11 +508,9 @@ def enrich_batch(
     recorded: Mapping[int, Recording] | Iterable[Any] | None = None,
 ) -> BatchResult:
     """Sync entry point: one fresh event loop for the batch (must not run inside a loop)."""
-    return asyncio.run(
-        enrich_batch_async(
-            records, call, config, session_factory=session_factory, recorded=recorded
-        )
-    )
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(enrich_batch_async(
+            records, call, config, session_factory=session_factory, recorded=recorded))
 
 
 def iter_enrich(
@@ -525,7 +537,7 @@ def iter_enrich(
             ):
                 yield outcome
 
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop()
     stream = outcomes()
     try:
         while True:

@@ -39,6 +39,7 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
     aggregates:                            # name: {fn, field}
       - {name: events, fn: count}
       - {name: value_sum, fn: sum, field: value}
+      - {name: spread, fn: "mypackage.stats:Spread", field: value}   # operators/user_functions.py
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.time import parse_duration_ms
+from operators.user_functions import is_user_function, load_user_aggregate
 
 WATERMARK_STRATEGIES = ("bounded_out_of_orderness", "monotonous", "punctuated")
 WINDOW_TYPES = ("tumbling", "sliding", "session", "global")
@@ -112,7 +114,13 @@ class EvictorSpec:
 class AggregateSpec:
     name: str
     fn: str
+    """A built-in (``count``, ``sum``, ...) or a user class as ``module:Class``
+    (operators/user_functions.py)."""
     field: str | None = None
+
+    @property
+    def is_user_defined(self) -> bool:
+        return is_user_function(self.fn)
 
 
 @dataclass(frozen=True)
@@ -129,14 +137,14 @@ class PipelineSpec:
         """True when Spark's own vectorised expressions can compute the result exactly.
 
         Tumbling or sliding windows, the default event-time trigger, no evictor and built-in
-        aggregates: the shape the vectorised backfill handles.
+        aggregates only: the shape the vectorised backfill handles.
         """
         default_trigger = self.trigger is None or (
             self.trigger.type == "event_time" and not self.trigger.purging
         )
         return self.window.type in ("tumbling", "sliding") and default_trigger and (
             self.evictor is None
-        )
+        ) and not any(a.is_user_defined for a in self.aggregates)
 
 
 def _duration(section: dict[str, Any], key: str, where: str, *, required: bool = False,
@@ -294,8 +302,18 @@ def _parse_aggregates(raw: Any) -> tuple[AggregateSpec, ...]:
         name = item.get("name")
         if not isinstance(name, str) or not name.isidentifier():
             raise PipelineConfigError(f"{where}.name must be an identifier, got {name!r}")
-        fn = _choice(item, "fn", where, AGGREGATE_FUNCTIONS)
         agg_field = item.get("field")
+        if isinstance(item.get("fn"), str) and is_user_function(item["fn"]):
+            fn = item["fn"]
+            try:
+                load_user_aggregate(fn)
+            except ValueError as error:
+                raise PipelineConfigError(f"{where}.fn: {error}") from None
+            if agg_field is not None and not isinstance(agg_field, str):
+                raise PipelineConfigError(f"{where}.field must be a field name")
+            specs.append(AggregateSpec(name=name, fn=fn, field=agg_field))
+            continue
+        fn = _choice(item, "fn", where, AGGREGATE_FUNCTIONS)
         if fn != "count" and not isinstance(agg_field, str):
             raise PipelineConfigError(f"{where}.field is required for {fn}")
         specs.append(AggregateSpec(name=name, fn=fn, field=agg_field))

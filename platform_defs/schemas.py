@@ -22,6 +22,7 @@ from pyspark.sql.types import (
 from jobs import tables
 from jobs.enrichment import OUTCOME_SCHEMA
 from operators.pipeline import PipelineSpec
+from operators.user_functions import result_type
 
 COLUMN_DOCS = {
     "arrival_seq": "Total arrival order, fixed once at ingest (SEMANTICS §1)",
@@ -91,11 +92,17 @@ DEAD_LETTERS_SCHEMA = _ddl(
 assert set(RESPONSES_SCHEMA.fieldNames()) <= set(_ddl(OUTCOME_SCHEMA).fieldNames())
 
 
+def _aggregate_type(spec) -> str:
+    if spec.is_user_defined:
+        return result_type(spec.fn)
+    return "long" if spec.fn == "count" else "double"
+
+
 def results_schema(pipeline: PipelineSpec | None) -> StructType:
     """The results table: window identity, pane fields, then the pipeline's aggregates."""
     base = ("key string, window_start_ms long, window_end_ms long, window_start timestamp, "
             "window_end timestamp, window_end_date date, pane_index int, timing string, "
             "is_last boolean")
     aggregates = [] if pipeline is None else [
-        f"{a.name} {'long' if a.fn == 'count' else 'double'}" for a in pipeline.aggregates]
+        f"{a.name} {_aggregate_type(a)}" for a in pipeline.aggregates]
     return _ddl(", ".join([base, *aggregates]))

@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Spark's Python workers import user functions named in pipelines (tests.user_aggregates)
+_REPO = str(Path(__file__).resolve().parents[1])
+if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """Pipelines Spark's expressions cannot compute (sessions with a count trigger, purging count
-triggers with an evictor, continuous triggers on sliding windows) run the operator library per
-key, in the backfill and in the live stream; both must equal the library replaying the log."""
+triggers with an evictor, continuous triggers on sliding windows, user aggregate functions) run
+the operator library per key, in the backfill and in the live stream; both must equal the
+library replaying the log."""
 
 from __future__ import annotations
 
@@ -43,10 +44,17 @@ trigger: {type: continuous_event_time, interval: 30s}
 allowed_lateness: 2m
 aggregates: [{name: events, fn: count}, {name: largest, fn: max, field: value}]
 """,
+    "tumbling_user_aggregate": """
+window: {type: tumbling, size: 2m}
+allowed_lateness: 1m
+aggregates: [{name: events, fn: count}, {name: spread, fn: "tests.user_aggregates:Spread",
+             field: value}]
+""",
 }
-LIVE = ("tumbling_purging_count_with_evictor",)
+LIVE = ("tumbling_purging_count_with_evictor", "tumbling_user_aggregate")
 """Live session windows are in tests/test_determinism.py; here the purging count trigger
-with an evictor, whose buffers a restored key must get back exactly."""
+with an evictor, whose buffers a restored key must get back exactly, and a user aggregate
+function, imported by Spark's Python workers, its accumulators kept in the state store."""
 
 
 @pytest.fixture(scope="module")

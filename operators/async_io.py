@@ -24,6 +24,7 @@ the same but streaming). No thread per call anywhere: concurrency is asyncio's.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import (
     AsyncIterable,
@@ -47,7 +48,7 @@ from operators.async_results import (
     EnrichmentMetrics,
     Outcome,
     Recording,
-    canonicalise,
+    canonical_json,
     recordings_by_seq,
 )
 from operators.retry import RetryPolicy
@@ -306,9 +307,11 @@ class _Enricher:
     def _ok(
         self, record: Record, seq: int, watermark_ms: int, response: Any, attempts: int
     ) -> Outcome:
+        text = None
         if self._config.record:
             try:
-                response = canonicalise(response)
+                text = canonical_json(response)
+                response = json.loads(text)  # what a replay will see
             except (TypeError, ValueError) as exc:
                 # Retrying cannot help: the same kind of response would come back.
                 return Outcome(
@@ -327,6 +330,7 @@ class _Enricher:
             status=OK,
             response=response,
             attempts=attempts,
+            response_json=text,
         )
 
 

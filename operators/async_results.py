@@ -34,11 +34,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def canonicalise(value: Any) -> Any:
-    """The value a replay will see: ``value`` after a JSON round trip (tuples become lists)."""
-    return json.loads(canonical_json(value))
-
-
 def _null_to_none(value: Any) -> Any:
     """pandas turns NULL strings into NaN (or ``pd.NA``); a recording means ``None``."""
     if value is None or (isinstance(value, float) and value != value):
@@ -66,6 +61,9 @@ class Outcome:
     error_message: str | None = None
     attempts: int = 0
     source: Source = field(default="call", compare=False)
+    response_json: str | None = field(default=None, compare=False, repr=False)
+    """The response's canonical JSON when the operator already made it (recording on): the
+    recording reuses it instead of serialising the response a second time."""
 
     @property
     def ok(self) -> bool:
@@ -112,7 +110,8 @@ class Recording:
         return cls(
             arrival_seq=outcome.arrival_seq,
             status=outcome.status,
-            response_json=canonical_json(outcome.response) if outcome.ok else None,
+            response_json=(outcome.response_json or canonical_json(outcome.response))
+            if outcome.ok else None,
             error_type=outcome.error_type,
             error_message=outcome.error_message,
             attempts=outcome.attempts,

@@ -36,7 +36,8 @@ window: {type: tumbling, size: 2m}
 trigger: {type: count, count: 4, purging: true}
 evictor: {type: count, max_count: 2}
 allowed_lateness: 2m
-aggregates: [{name: events, fn: count}, {name: smallest, fn: min, field: value}]
+aggregates: [{name: events, fn: count}, {name: smallest, fn: min, field: value},
+             {name: spread, fn: "tests.user_aggregates:Spread", field: value}]
 """,
     "sliding_continuous_event_time": """
 window: {type: sliding, size: 4m, slide: 1m}
@@ -44,17 +45,11 @@ trigger: {type: continuous_event_time, interval: 30s}
 allowed_lateness: 2m
 aggregates: [{name: events, fn: count}, {name: largest, fn: max, field: value}]
 """,
-    "tumbling_user_aggregate": """
-window: {type: tumbling, size: 2m}
-allowed_lateness: 1m
-aggregates: [{name: events, fn: count}, {name: spread, fn: "tests.user_aggregates:Spread",
-             field: value}]
-""",
 }
-LIVE = ("tumbling_purging_count_with_evictor", "tumbling_user_aggregate")
+LIVE = ("tumbling_purging_count_with_evictor",)
 """Live session windows are in tests/test_determinism.py; here the purging count trigger
-with an evictor, whose buffers a restored key must get back exactly, and a user aggregate
-function, imported by Spark's Python workers, its accumulators kept in the state store."""
+with an evictor, whose buffers a restored key must get back exactly, with a user aggregate
+function (tests/user_aggregates.py) that Spark's Python workers import."""
 
 
 @pytest.fixture(scope="module")

@@ -166,8 +166,15 @@ def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(chromium, 
             # the run the button launched succeeded (the UI's own storage says so)
             from dagster import DagsterInstance, DagsterRunStatus
 
-            runs = DagsterInstance.get().get_runs()
-            launched = [r for r in runs if r.tags.get("dagster/partition") == DAY]
+            # (the materialisation shows before the run has run its checks and ended)
+            instance = DagsterInstance.get()
+            deadline = time.monotonic() + 120
+            while True:
+                runs = instance.get_runs()
+                launched = [r for r in runs if r.tags.get("dagster/partition") == DAY]
+                if launched and launched[0].is_finished or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
             assert launched and launched[0].status == DagsterRunStatus.SUCCESS, \
                 [(r.run_id, r.status) for r in runs]
 

@@ -8,7 +8,9 @@ service (its own process, 20 ms latency by default):
 - ``platform``: ``jobs.enrichment.enrich_frame`` (``mapInPandas``, one asyncio loop and one
   HTTP session per partition, ``capacity`` calls in flight per task); its ideal is
   ``tasks * capacity / latency``. Each task reports its call latencies (p50/p95/p99 of every
-  attempt, as the client saw it); the worst task's are printed.
+  attempt, as the client saw it); the worst task's are printed, and the largest task's rate
+  over its call phase alone (the job's rate also pays Spark's range partitioning, shuffle and
+  Arrow conversions).
 
     .venv/bin/python benchmarks/bench_enrichment_spark.py [--quick] [--records 20000]
 """
@@ -93,6 +95,12 @@ def main() -> None:
                   f"{counters.get('call_p50_ms', 0):.1f} p95 {counters.get('call_p95_ms', 0):.1f}"
                   f" p99 {counters.get('call_p99_ms', 0):.1f} (worst task); max in flight "
                   f"{counters.get('max_in_flight', 0)}", flush=True)
+            phase, task_records = counters.get("call_phase_s"), counters.get("task_records")
+            if phase and task_records:  # the largest task: its calls alone, no Spark stages
+                per_task = task_records / phase
+                print(f"  in the largest task: {task_records:,} records in {phase:.2f}s of "
+                      f"calls, {per_task:,.0f}/s ({per_task / (capacity / latency_s):.0%} of "
+                      f"the per-task ideal {capacity / latency_s:,.0f}/s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ off for live runs.)
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -74,12 +75,16 @@ def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: 
                     "response_json": row.rec_response_json, "error_type": row.rec_error_type,
                     "error_message": row.rec_error_message, "attempts": row.rec_attempts})
         records = frame[list(INPUT_COLUMNS)].to_dict("records")
+        started = time.perf_counter()
         result = enrich_batch(records, user_lookup(service_url, token_env=token_env), config,
                               recorded=recorded or None)
+        call_phase_s = time.perf_counter() - started
         rows = [outcome.to_row() for outcome in result.outcomes]
-        # counts, plus this task's call latencies (for the benchmark and the logs)
+        # counts, plus this task's call latencies and how long its calls took in all, from
+        # the first to the last (the benchmark's per-task rate, without Spark's own stages)
         counters = {**result.metrics.counters(), "calls_timed": len(result.metrics.call_ms),
-                    **result.metrics.latency_percentiles()}
+                    **result.metrics.latency_percentiles(),
+                    "call_phase_s": round(call_phase_s, 3), "task_records": len(records)}
         rows.append({"arrival_seq": -1 - TaskContext.get().partitionId(), "watermark_ms": None,
                      "status": METRICS_STATUS, "response_json": json.dumps(counters),
                      "error_type": None, "error_message": None, "attempts": 0})
@@ -123,12 +128,12 @@ class _Written:
 
 
 def sum_counters(rows: list[str]) -> dict[str, int | float]:
-    """Counts add up over tasks; the largest in-flight count and the largest latency
-    percentile of any task are kept (a percentile of percentiles would mean nothing)."""
+    """Counts add up over tasks; the largest in-flight count, latency percentile, call phase
+    and task size of any task are kept (a percentile of percentiles would mean nothing)."""
     total: dict[str, int | float] = {}
     for text in rows:
         for name, value in json.loads(text).items():
-            if name == "max_in_flight" or name.startswith("call_"):
+            if name in ("max_in_flight", "task_records") or name.startswith("call_"):
                 total[name] = max(total.get(name, 0), value)
             else:
                 total[name] = total.get(name, 0) + value

@@ -26,11 +26,11 @@ from jobs.live_sink import BATCH_METRICS
 from jobs.settings import PlatformSettings
 from jobs.windowed import run_backfill
 from tests.log_replay import late_of, metric_totals, replay, results_of
+from tests.output_tables import assert_same, output_tables
 
 pytestmark = pytest.mark.spark
 
 QUIET: dict[str, Callable[[str], None]] = {"progress": lambda _: None}
-OUTPUTS = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
 SESSIONS = """
 watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 1m}
 window: {type: session, gap: 4m}
@@ -87,26 +87,11 @@ def _copy_of(source: PlatformSettings, home: Path, pipeline: str | None) -> Plat
     return settings
 
 
-def _snapshot(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
-    frames = {}
-    for name in OUTPUTS:
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
-        frame = frame[sorted(frame.columns)]
-        frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return frames
-
-
-def _assert_identical(expected: dict[str, pd.DataFrame], actual: dict[str, pd.DataFrame]):
-    for name in OUTPUTS:
-        pd.testing.assert_frame_equal(expected[name], actual[name], check_exact=True,
-                                      obj=name)
-
-
 @pytest.fixture(scope="module")
 def backfilled(spark, source, pipeline, tmp_path_factory) -> dict[str, pd.DataFrame]:
     settings = _copy_of(source, tmp_path_factory.mktemp("backfill") / "platform", pipeline)
     run_backfill(spark, settings, **QUIET)
-    frames = _snapshot(spark, settings)
+    frames = output_tables(spark, settings)
     assert len(frames[tables.LATE_DATA_METRICS]) == 2, "the log must span two days"
     assert len(frames[tables.LATE_RECORDS]) > 0, "the log must have dropped late records"
     assert (frames[tables.WINDOW_RESULTS].pane_index > 0).any(), "and late panes"
@@ -119,7 +104,7 @@ def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, pipeli
     settings = _copy_of(source, tmp_path / "live", pipeline)
     report = run_live(spark, settings, max_files_per_trigger=1, **QUIET)
     assert len(report.batches) >= INGEST_BATCHES  # one batch per file, plus timer-only ones
-    _assert_identical(backfilled, _snapshot(spark, settings))
+    assert_same(backfilled, output_tables(spark, settings))
     # per micro-batch metrics: every record consumed once, and the same totals as per day
     batches = spark.read.format("delta").load(settings.table_path(BATCH_METRICS)).toPandas()
     log_size = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG)).count()
@@ -153,7 +138,7 @@ def test_live_with_random_batches_a_crash_and_a_restart_equals_the_backfill(
         query.awaitTermination()
     run_live(spark, settings, checkpoint=checkpoint, max_files_per_trigger=sizes.randint(2, 4),
              **QUIET)
-    _assert_identical(backfilled, _snapshot(spark, settings))
+    assert_same(backfilled, output_tables(spark, settings))
 
 
 @TUMBLING
@@ -176,7 +161,7 @@ def test_long_running_trigger_stopped_mid_stream_then_resumed_equals_the_backfil
     assert sum(b["records"] for b in sink.batches) < spark.read.format("delta").load(
         settings.table_path(tables.ARRIVAL_LOG)).count(), "stopped before the end of the log"
     run_live(spark, settings, checkpoint=checkpoint, max_files_per_trigger=2, **QUIET)
-    _assert_identical(backfilled, _snapshot(spark, settings))
+    assert_same(backfilled, output_tables(spark, settings))
 
 
 @BOTH
@@ -189,10 +174,10 @@ def test_backfills_of_separate_days_and_other_shuffle_partitions_equal_one_backf
         days = sorted(str(d) for d in backfilled[tables.LATE_DATA_METRICS].window_end_date)
         for day in reversed(days):
             run_backfill(spark, settings, day, day, **QUIET)
-        _assert_identical(backfilled, _snapshot(spark, settings))
+        assert_same(backfilled, output_tables(spark, settings))
         live = _copy_of(source, tmp_path / "live", pipeline)
         run_live(spark, live, max_files_per_trigger=3, **QUIET)  # 5 state-store partitions
-        _assert_identical(backfilled, _snapshot(spark, live))
+        assert_same(backfilled, output_tables(spark, live))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
 

@@ -18,6 +18,7 @@ from jobs.settings import PlatformSettings
 from jobs.windowed import compute_windows, run_backfill
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
+from tests.output_tables import assert_same, output_tables
 from tests.window_reference import Arrival, simulate
 
 pytestmark = pytest.mark.spark
@@ -140,34 +141,21 @@ def test_generated_log_matches_the_simulation(spark, generated_log):
     assert len(late) == outputs.late.count() > 0
 
 
-def _snapshot(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
-    frames = {}
-    for name in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
-        frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return frames
-
-
-def _assert_same(left: dict[str, pd.DataFrame], right: dict[str, pd.DataFrame]) -> None:
-    for name in left:
-        pd.testing.assert_frame_equal(left[name], right[name], check_exact=True)
-
-
 def test_backfills_of_separate_ranges_and_reruns_equal_one_backfill(spark, generated_log,
                                                                     tmp_path: Path):
     quiet = {"progress": lambda _: None}
     run_backfill(spark, generated_log, **quiet)
-    whole = _snapshot(spark, generated_log)
+    whole = output_tables(spark, generated_log)
     assert len(whole[tables.LATE_DATA_METRICS]) == 2  # the log spans two days
 
     for name in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
         spark.sql(f"DELETE FROM delta.`{generated_log.table_path(name)}`")
     run_backfill(spark, generated_log, "2026-01-02", "2026-01-02", **quiet)
     run_backfill(spark, generated_log, "2026-01-01", "2026-01-01", **quiet)
-    _assert_same(whole, _snapshot(spark, generated_log))
+    assert_same(whole, output_tables(spark, generated_log))
 
     run_backfill(spark, generated_log, "2026-01-01", "2026-01-02", **quiet)  # a repeat
-    _assert_same(whole, _snapshot(spark, generated_log))
+    assert_same(whole, output_tables(spark, generated_log))
 
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "7")
@@ -175,4 +163,4 @@ def test_backfills_of_separate_ranges_and_reruns_equal_one_backfill(spark, gener
         run_backfill(spark, generated_log, **quiet)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
-    _assert_same(whole, _snapshot(spark, generated_log))
+    assert_same(whole, output_tables(spark, generated_log))

@@ -11,6 +11,7 @@ from jobs import tables
 from jobs.delta_stats import max_column_value
 from jobs.settings import PlatformSettings
 from tests.dagster.conftest import landing_config, materialize_assets
+from tests.output_tables import output_tables
 
 pytestmark = pytest.mark.spark
 
@@ -24,14 +25,6 @@ def ingested(module_home, spark):
                                 run_config=landing_config())
     assert result.success
     return module_home
-
-
-def _snapshot(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
-    frames = {}
-    for name in WINDOWED:
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
-        frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return frames
 
 
 def _partition_events(home, asset: str) -> dict[str, dict]:
@@ -59,7 +52,7 @@ def test_single_run_backfill_equals_day_by_day(ingested, spark):
     settings = PlatformSettings.from_env()
     ranged = materialize_assets(ingested, WINDOWED, partition_range=DAYS)
     assert ranged.success
-    by_range = _snapshot(spark, settings)
+    by_range = output_tables(spark, settings)
     assert len(by_range[tables.WINDOW_RESULTS]) > 0 and len(by_range[tables.LATE_RECORDS]) > 0
 
     # per-day metadata the UI plots: one materialisation per partition, each with its own day
@@ -82,7 +75,7 @@ def test_single_run_backfill_equals_day_by_day(ingested, spark):
 
     for day in ("2026-01-01", "2026-01-02"):
         assert materialize_assets(ingested, WINDOWED, partition=day).success
-    by_day = _snapshot(spark, settings)
+    by_day = output_tables(spark, settings)
     for name in WINDOWED:
         pd.testing.assert_frame_equal(by_range[name], by_day[name], check_like=True)
 

@@ -15,6 +15,7 @@ from jobs.settings import PlatformSettings
 from jobs.windowed import run_backfill
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job
+from tests.output_tables import output_tables
 
 pytestmark = pytest.mark.spark
 
@@ -24,14 +25,6 @@ WINDOWED = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS
 def _engine(op: str) -> dict:
     """The vectorised engine: jobs.live (the streaming runtime) has tests of its own."""
     return {"ops": {op: {"config": {"engine": "backfill"}}}}
-
-
-def _snapshot(spark, settings) -> dict[str, pd.DataFrame]:
-    frames = {}
-    for name in WINDOWED:
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
-        frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return frames
 
 
 def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
@@ -67,9 +60,9 @@ def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
     assert log.count() == sum(1 for _ in log.toLocalIterator()) and \
         log.select("ingest_batch").distinct().count() == 2
 
-    live = _snapshot(spark, settings)
+    live = output_tables(spark, settings)
     run_backfill(spark, settings, progress=lambda _: None)  # every day, from scratch
-    backfilled = _snapshot(spark, settings)
+    backfilled = output_tables(spark, settings)
     for name in WINDOWED:
         pd.testing.assert_frame_equal(live[name], backfilled[name], check_like=True)
 
@@ -110,8 +103,8 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
 
     settings = PlatformSettings.from_env()
     run_live(spark, settings, progress=lambda _: None)  # same (default) checkpoint: the rest
-    live = _snapshot(spark, settings)
+    live = output_tables(spark, settings)
     run_backfill(spark, settings, progress=lambda _: None)
     for name in WINDOWED:
-        pd.testing.assert_frame_equal(live[name], _snapshot(spark, settings)[name],
+        pd.testing.assert_frame_equal(live[name], output_tables(spark, settings)[name],
                                       check_like=True)

@@ -6,8 +6,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pandas as pd
-
 from jobs import tables
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
@@ -15,7 +13,6 @@ from jobs.settings import PlatformSettings
 
 KILLS = int(os.environ.get("FAULT_KILLS", "2"))
 QUIET = {"progress": lambda _: None}
-OUTPUTS = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
 SESSIONS = """
 watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 1m}
 window: {type: session, gap: 4m}
@@ -47,19 +44,3 @@ def copy_log(source: PlatformSettings, home: Path, pipeline: str | None = None) 
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
         shutil.copytree(source.table_path(name), settings.table_path(name))
     return env
-
-
-def output_tables(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
-    frames = {}
-    for name in OUTPUTS:
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
-        frame = frame[sorted(frame.columns)]
-        frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return frames
-
-
-def assert_same(expected: dict, actual: dict) -> None:
-    for name in OUTPUTS:
-        pd.testing.assert_frame_equal(expected[name], actual[name], check_exact=True, obj=name)
-
-

@@ -9,14 +9,14 @@ from __future__ import annotations
 import random
 import threading
 
-import pandas as pd
 import pytest
 
 from jobs import delta_io
 from jobs.live import run_live
 from jobs.settings import PlatformSettings
 from jobs.windowed import run_backfill
-from tests.faults.helpers import QUIET, SESSIONS, copy_log, output_tables
+from tests.faults.helpers import QUIET, SESSIONS, copy_log
+from tests.output_tables import assert_same, output_tables
 
 pytestmark = pytest.mark.spark
 
@@ -62,9 +62,7 @@ def test_backfills_while_the_live_stream_runs_end_as_one_clean_backfill(
     print(f"{backfills} backfills during the live run; {len(conflicts)} conflicts retried: "
           f"{sorted(set(conflicts))}")
     assert backfills >= 2
-    got = output_tables(spark, settings)
-    for name, frame in expected.items():
-        pd.testing.assert_frame_equal(frame, got[name], check_exact=True, obj=name)
+    assert_same(expected, output_tables(spark, settings))
 
 
 @pytest.mark.parametrize("pipeline", [None], ids=["tumbling"])
@@ -105,6 +103,4 @@ def test_records_ingested_during_a_backfill_are_not_erased_by_it(
     report = run_backfill(spark, settings, progress=messages.append)
     assert report.passes == 2 and len(calls) == 2
     assert any("computing the range again" in m for m in messages)
-    got = output_tables(spark, settings)
-    for name, frame in expected.items():
-        pd.testing.assert_frame_equal(frame, got[name], check_exact=True, obj=name)
+    assert_same(expected, output_tables(spark, settings))

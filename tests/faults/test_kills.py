@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ import pytest
 from jobs.live import run_live
 from jobs.settings import PlatformSettings
 from jobs.windowed import run_backfill
-from tests.faults.helpers import KILLS, QUIET, SESSIONS, assert_same, copy_log, output_tables
+from tests.faults.helpers import KILLS, QUIET, SESSIONS, copy_log
+from tests.output_tables import assert_same, output_tables
 
 pytestmark = pytest.mark.spark
 
@@ -60,6 +62,20 @@ def _kill_when(process: subprocess.Popen, log: Path, marker: str, count: int,
     return True
 
 
+def _kill_repeatedly(args: list[str], env: dict, log: Path,
+                     when: Callable[[random.Random], tuple[str, int, float]]) -> list[tuple]:
+    """``KILLS`` times: start ``python -m jobs <args>`` and SIGKILL it where ``when`` says
+    (log marker, how many times it must appear, seconds after), from ``FAULT_SEED``; the
+    kills that landed as ``(marker, count, seconds)`` (the process may finish first)."""
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
+    kills = []
+    for _ in range(KILLS):
+        marker, count, delay = when(rng)
+        if _kill_when(_start(args, env, log), log, marker, count, delay):
+            kills.append((marker, count, round(delay, 1)))
+    return kills
+
+
 def test_the_live_stream_killed_again_and_again_loses_and_doubles_nothing(spark, source,
                                                                          tmp_path):
     """Tumbling windows (vectorised metrics, one MERGE of panes per batch); with
@@ -71,19 +87,18 @@ def test_the_live_stream_killed_again_and_again_loses_and_doubles_nothing(spark,
     expected = output_tables(spark, PlatformSettings.from_env(expected_env))
 
     env = copy_log(source, tmp_path / "live", pipeline)
-    log = tmp_path / "live.log"
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
-    kills = []
-    for _ in range(KILLS):
+
+    def when(rng: random.Random) -> tuple[str, int, float]:
         # during start-up, or at a random moment after the n-th micro-batch was written (most
         # land inside the next batch: its state-store commit, a Delta write, the checkpoint)
         after_batches = rng.choice([0, 1, 1, 2])
-        delay = rng.uniform(2, 12) if after_batches == 0 else rng.uniform(0, 4)
-        process = _start(["live", "--trigger", "1 second", "--max-files-per-trigger", "1"],
-                         env, log)
-        if _kill_when(process, log, "live: batch ", after_batches, delay):
-            kills.append((after_batches, round(delay, 1)))
-    print(f"{len(kills)} kills (batches written before each, seconds after): {kills}")
+        return "live: batch ", after_batches, (rng.uniform(2, 12) if after_batches == 0
+                                               else rng.uniform(0, 4))
+
+    kills = _kill_repeatedly(["live", "--trigger", "1 second", "--max-files-per-trigger", "1"],
+                             env, tmp_path / "live.log", when)
+    print(f"{len(kills)} kills (batches written before each, seconds after): "
+          f"{[(count, delay) for _, count, delay in kills]}")
     settings = PlatformSettings.from_env(env)
     run_live(spark, settings, **QUIET)  # resumes from the same checkpoint, to the end
     assert_same(expected, output_tables(spark, settings))
@@ -98,19 +113,17 @@ def test_a_backfill_killed_mid_write_and_run_again_is_exact(spark, source, tmp_p
     expected = output_tables(spark, PlatformSettings.from_env(expected_env))
 
     env = copy_log(source, tmp_path / "killed", SESSIONS)
-    log = tmp_path / "backfill.log"
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
-    kills = []
-    for _ in range(KILLS):
+
+    def when(rng: random.Random) -> tuple[str, int, float]:
         # while computing (before any table is written), or right after the n-th table
         # written, inside the next one's write
         marker, count = rng.choice([("windows: computing", 1), ("windows: wrote", 1),
                                     ("windows: wrote", 2), ("windows: wrote", 3)])
-        delay = rng.uniform(0, 3)
-        process = _start(["backfill"], env, log)
-        if _kill_when(process, log, marker, count, delay):
-            kills.append((marker.split(": ")[1], count, round(delay, 1)))
-    print(f"{len(kills)} kills of the backfill (after, times, seconds): {kills}")
+        return marker, count, rng.uniform(0, 3)
+
+    kills = _kill_repeatedly(["backfill"], env, tmp_path / "backfill.log", when)
+    print(f"{len(kills)} kills of the backfill (after, times, seconds): "
+          f"{[(marker.split(': ')[1], count, delay) for marker, count, delay in kills]}")
     settings = PlatformSettings.from_env(env)
     run_backfill(spark, settings, **QUIET)
     assert_same(expected, output_tables(spark, settings))

@@ -15,8 +15,8 @@ Why it looks like this:
   becomes stale and is skipped when popped); everything is rebuilt when stale entries outnumber
   live ones, so memory stays bounded. The membership index is kept per key, which also gives
   the per-key export/import a Spark runtime needs to keep one key's timers in that key's state.
-* Serialisation is compact: timers become flat lists of ints (JSON-able) or, for bulk state,
-  delta-encoded int64 columns compressed with zlib.
+* Serialisation is plain: timers become flat lists of ints, JSON-able, per key (what a
+  per-key runtime keeps in that key's state) or for the whole service.
 
 Timestamps and namespace bounds are Python ints; anything in Flink's ``long`` range serialises.
 """
@@ -24,11 +24,7 @@ Timestamps and namespace bounds are Python ints; anything in Flink's ``long`` ra
 from __future__ import annotations
 
 import heapq
-import json
-import struct
-import zlib
 from collections.abc import Iterator
-from itertools import accumulate
 from typing import Any
 
 EVENT_TIME = 0
@@ -352,78 +348,3 @@ class TimerService:
             queue.load([(flat[i], keys[flat[i + 1]], flat[i + 2], flat[i + 3])
                         for i in range(0, len(flat), 4)])
         return service
-
-    def to_bytes(self) -> bytes:
-        """Compact binary form: keys as JSON, timers as delta-encoded integer columns, zlib'd.
-
-        Sorted timestamps make the deltas small and repetitive, which is what compresses.
-        """
-        snap = self.snapshot()
-        parts = [json.dumps(snap["keys"], separators=(",", ":")).encode()]
-        for name in ("event", "processing"):
-            flat = snap[name]
-            n = len(flat) // 4
-            columns = [flat[c::4] for c in range(4)]  # ts, key index, start, end
-            encoded = []
-            for c, column in enumerate(columns):
-                if c == 3:  # end as a width relative to start: window sizes repeat
-                    column = [e - s for s, e in zip(columns[2], column, strict=True)]
-                deltas = [column[0]] if n else []
-                deltas += [b - a for a, b in zip(column, column[1:], strict=False)]
-                encoded.append(_pack_ints(deltas))
-            parts.append(struct.pack("<q", n) + b"".join(encoded))
-        header = struct.pack("<III", *(len(p) for p in parts))
-        return b"ETT1" + zlib.compress(header + b"".join(parts), 6)
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> TimerService:
-        if data[:4] != b"ETT1":
-            raise ValueError("not a timer-service snapshot")
-        raw = zlib.decompress(data[4:])
-        sizes = struct.unpack_from("<III", raw, 0)
-        offset = 12
-        chunks = []
-        for size in sizes:
-            chunks.append(raw[offset:offset + size])
-            offset += size
-        snap: dict[str, Any] = {"v": 1, "keys": json.loads(chunks[0])}
-        for name, chunk in zip(("event", "processing"), chunks[1:], strict=True):
-            (n,) = struct.unpack_from("<q", chunk, 0)
-            pos = 8
-            columns = []
-            for _ in range(4):
-                deltas, pos = _unpack_ints(chunk, pos, n)
-                columns.append(list(accumulate(deltas)))
-            columns[3] = [s + w for s, w in zip(columns[2], columns[3], strict=True)]
-            flat: list[int] = []
-            for row in zip(*columns, strict=True):
-                flat += row
-            snap[name] = flat
-        return cls.restore(snap)
-
-
-def _pack_ints(values: list[int]) -> bytes:
-    """Zig-zag varints: small deltas take one byte, and any Python int round-trips."""
-    out = bytearray()
-    for value in values:
-        z = (value << 1) if value >= 0 else ((-value << 1) - 1)
-        while z >= 0x80:
-            out.append((z & 0x7F) | 0x80)
-            z >>= 7
-        out.append(z)
-    return bytes(out)
-
-
-def _unpack_ints(data: bytes, pos: int, count: int) -> tuple[list[int], int]:
-    values = []
-    for _ in range(count):
-        z = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            z |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                break
-            shift += 7
-        values.append((z >> 1) if not z & 1 else -((z + 1) >> 1))
-    return values, pos

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any, Protocol
 
-from operators.windows import TimeWindow
+from operators.time_window import TimeWindow
 
 
 class TriggerResult(IntEnum):
@@ -365,7 +365,7 @@ class PurgingTrigger(Trigger):
 
     @staticmethod
     def _purge(result: TriggerResult) -> TriggerResult:
-        return FIRE_AND_PURGE if result & 1 else result
+        return FIRE_AND_PURGE if result.is_fire else result
 
     def on_element(self, element: Mapping[str, Any] | None, timestamp: int,
                    window: TimeWindow, ctx: TriggerContext) -> TriggerResult:

@@ -115,10 +115,6 @@ class ArrivalWatermarks:
         self._combined = MIN_WATERMARK
         self._last_tick: int | None = None
 
-    @classmethod
-    def from_spec(cls, spec: WatermarkSpec) -> ArrivalWatermarks:
-        return cls(spec)
-
     @property
     def current(self) -> int:
         """The combined watermark as of the last tick."""

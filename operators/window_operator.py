@@ -38,7 +38,7 @@ from typing import Any
 from operators.aggregates import AggregateFunction, NamedAggregates, ProcessWindowFunction
 from operators.evictors import Element, Evictor
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
-from operators.timers import EVENT_TIME, TimerService
+from operators.timers import EVENT_TIME, PROCESSING_TIME, TimerService
 from operators.triggers import Trigger
 from operators.windows import SessionWindows, TimeWindow, WindowAssigner
 
@@ -148,14 +148,6 @@ class KeyState:
                 "global": self.global_state, "clock": [self.watermark, self.processing_time],
                 "timers": timers}
         return copy.deepcopy(snap) if deep else snap
-
-    @staticmethod
-    def pending_timers(snap: Mapping[str, Any]) -> list[tuple[int, int, TimeWindow]]:
-        """The timers in a key snapshot, ``(kind, timestamp, window)`` in firing order, without
-        restoring it: what a per-key runtime needs to know when the key must be woken up."""
-        flat = snap.get("timers") or []
-        return [(flat[i], flat[i + 1], TimeWindow(flat[i + 2], flat[i + 3]))
-                for i in range(0, len(flat), 4)]
 
     @classmethod
     def restore(cls, snap: Mapping[str, Any], buffered: bool) -> tuple[KeyState, list[int]]:
@@ -394,26 +386,21 @@ class WindowOperator:
         watermark = self.watermark
         all_windows = key_state.windows
         trigger = self.trigger
-        lateness = self.allowed_lateness
         for window in windows:
-            end = window.end
-            max_ts = end - 1 if end != MAX_TIMESTAMP else MAX_TIMESTAMP
-            cleanup = max_ts + lateness
-            if cleanup > MAX_TIMESTAMP:
-                cleanup = MAX_TIMESTAMP
+            cleanup = self.cleanup_time(window)
             if cleanup <= watermark:
                 self._late(key, timestamp, arrival_seq, window)
                 continue
             state = all_windows.get(window)
             if state is None:
                 state = all_windows[window] = WindowState()
-            self._count(arrival_seq, window, max_ts)
+            self._count(arrival_seq, window, window.max_timestamp)
             self._add(state, timestamp, element, arrival_seq)
             result = trigger.on_element(element, timestamp, window,
                                         self._bind(key, window, state, key_state))
-            if result & 1:
+            if result.is_fire:
                 self._emit(key, window, state, key_state)
-            if result & 2:
+            if result.is_purge:
                 state.contents = None
             if cleanup != MAX_TIMESTAMP:
                 self.timers.register_event_time_timer(key, window, cleanup)
@@ -450,9 +437,9 @@ class WindowOperator:
         self._add(state, timestamp, element, arrival_seq)
         result = self.trigger.on_element(element, timestamp, actual,
                                          self._bind(key, actual, state, key_state))
-        if result & 1:
+        if result.is_fire:
             self._emit(key, actual, state, key_state)
-        if result & 2:
+        if result.is_purge:
             state.contents = None
         if cleanup != MAX_TIMESTAMP:
             self.timers.register_event_time_timer(key, actual, cleanup)
@@ -503,11 +490,11 @@ class WindowOperator:
         result = self.trigger.on_event_time(timestamp, window,
                                             self._bind(key, window, state, key_state))
         emitted = False
-        if result & 1:
+        if result.is_fire:
             # the cleanup timer's own pane is the last one (with allowed lateness 0 the
             # end-of-window timer is the cleanup timer)
             emitted = self._emit(key, window, state, key_state, final=cleanup)
-        if result & 2:
+        if result.is_purge:
             state.contents = None
         if cleanup:
             if state.contents and not emitted:  # the closing pane
@@ -521,9 +508,9 @@ class WindowOperator:
             return
         result = self.trigger.on_processing_time(timestamp, window,
                                                  self._bind(key, window, state, key_state))
-        if result & 1:
+        if result.is_fire:
             self._emit(key, window, state, key_state)
-        if result & 2:
+        if result.is_purge:
             state.contents = None
 
 
@@ -572,7 +559,7 @@ class WindowDriver:
                 timer = timers.pop_due_processing_time(now)
                 if timer is None:
                     return
-                kind = 1
+                kind = PROCESSING_TIME
             timestamp, key, namespace = timer
             state = states.get(key)
             if state is None:

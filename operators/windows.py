@@ -14,29 +14,22 @@ modulo already.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
+from operators.time_window import TimeWindow
+from operators.triggers import EventTimeTrigger, NeverTrigger, Trigger
 
-
-class TimeWindow(NamedTuple):
-    """``[start, end)``: a tuple, so it hashes, sorts as ``(start, end)`` and serialises."""
-
-    start: int
-    end: int
-
-    @property
-    def max_timestamp(self) -> int:
-        """``end - 1``; the global window's is the end of time itself (as Flink's)."""
-        return self.end - 1 if self.end != MAX_TIMESTAMP else MAX_TIMESTAMP
-
-    def intersects(self, other: TimeWindow) -> bool:
-        """Flink's rule: windows that touch (``end == other.start``) also intersect, so two
-        session windows exactly one gap apart merge."""
-        return self.start <= other.end and self.end >= other.start
-
-    def cover(self, other: TimeWindow) -> TimeWindow:
-        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+__all__ = [
+    "GLOBAL_WINDOW",
+    "GlobalWindows",
+    "SessionWindows",
+    "SlidingWindows",
+    "TimeWindow",
+    "TumblingWindows",
+    "WindowAssigner",
+    "window_start",
+]
 
 
 GLOBAL_WINDOW = TimeWindow(MIN_WATERMARK, MAX_TIMESTAMP)
@@ -57,9 +50,8 @@ class WindowAssigner:
     def assign(self, timestamp: int, element: Mapping[str, Any] | None) -> list[TimeWindow]:
         raise NotImplementedError
 
-    def default_trigger(self) -> Any:
-        from operators.triggers import EventTimeTrigger
-
+    def default_trigger(self) -> Trigger:
+        """Flink's ``getDefaultTrigger``: fire when the watermark passes the window's end."""
         return EventTimeTrigger()
 
 
@@ -170,7 +162,5 @@ class GlobalWindows(WindowAssigner):
     def assign(self, timestamp: int, element: Mapping[str, Any] | None) -> list[TimeWindow]:
         return [GLOBAL_WINDOW]
 
-    def default_trigger(self) -> Any:
-        from operators.triggers import NeverTrigger
-
+    def default_trigger(self) -> Trigger:
         return NeverTrigger()

@@ -2,7 +2,19 @@
 
 Keeping the description engine-independent is what lets a backfill, a live stream and a local
 replay be configured identically; every setting is validated here, before any data is touched,
-and errors name the setting.
+and errors name the setting (``window.size``, ``aggregates[1].fn``).
+
+The sections are pydantic dataclasses: one definition gives the Python objects the runtimes
+use (frozen, hashable, with the ``*_ms`` attribute names), the validation of a description,
+and a JSON Schema that editors use to check pipeline YAML as it is typed
+(``python -m operators.pipeline --json-schema``, docs/operators.md). A setting that does not
+belong to its kind (a tumbling window's ``slide``, a count trigger's ``interval``) is refused;
+the table of settings per kind that refuses it also writes the schema's rules for it.
+
+The strict rules (required settings per kind, foreign settings, cross-field checks) apply to
+a *description* (:func:`parse_pipeline`, :func:`load_pipeline`); Python code constructing a
+spec directly (``WindowSpec(type="tumbling", size_ms=60_000)``) gets type checks only, as
+before.
 
 Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"5m"``)::
 
@@ -44,10 +56,24 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
 
 from __future__ import annotations
 
+import argparse
 import json
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
 
 from operators.time import parse_duration_ms
 from operators.user_functions import is_user_function, load_user_aggregate
@@ -65,55 +91,301 @@ TRIGGER_TYPES = (
 EVICTOR_TYPES = ("count", "time", "delta")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "mean")
 
+_DESCRIPTION = "pipeline description"
+"""The validation context key that switches the strict rules on (see the module docs)."""
+
 
 class PipelineConfigError(ValueError):
     """A setting of the pipeline description is wrong; the message names the setting."""
 
 
-@dataclass(frozen=True)
-class WatermarkSpec:
-    strategy: str = "bounded_out_of_orderness"
-    max_out_of_orderness_ms: int = 0
+class _Invalid(ValueError):
+    """Raised inside validation: ``message`` has a ``{setting}`` placeholder that becomes the
+    full path of ``setting`` (relative to the section being validated) once pydantic has told
+    us where that section is."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.setting = setting
+
+
+def _strict(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get(_DESCRIPTION))
+
+
+# -- durations ------------------------------------------------------------------------------------
+
+_DURATION_SCHEMA = {"anyOf": [
+    {"type": "integer", "description": "milliseconds"},
+    {"type": "string", "pattern": r"^\s*-?\d+\s*(ms|s|min|m|h|d)?\s*$",
+     "description": "a number with a unit: ms, s, m (or min), h, d; e.g. '10s'"},
+]}
+
+
+def _to_ms(value: Any, minimum: int | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        ms = parse_duration_ms(value, setting="{setting}")
+    except ValueError as error:
+        raise _Invalid(str(error)) from None
+    if minimum is not None and ms < minimum:
+        raise _Invalid(f"{{setting}} must be at least {minimum} ms, got {ms} ms")
+    return ms
+
+
+def _duration_schema(minimum: int | None) -> dict[str, Any]:
+    number = dict(_DURATION_SCHEMA["anyOf"][0])
+    if minimum is not None:
+        number["minimum"] = minimum
+    return {"anyOf": [number, _DURATION_SCHEMA["anyOf"][1]]}
+
+
+def _duration(minimum: int | None = None) -> Any:
+    """An ``int`` of milliseconds that a description may write as ``"10s"``; ``minimum`` is
+    checked here so that the message gives the value in ms."""
+    return Annotated[int, BeforeValidator(lambda value: _to_ms(value, minimum)),
+                     WithJsonSchema(_duration_schema(minimum))]
+
+
+def _tick(value: Any) -> int | None:
+    return None if value == "every_record" else _to_ms(value, 1)
+
+
+_Tick = Annotated[int | None, BeforeValidator(_tick), WithJsonSchema({"anyOf": [
+    {"const": "every_record", "description": "a tick on every record (the default)"},
+    *_duration_schema(1)["anyOf"]]})]
+
+
+# -- settings per kind ----------------------------------------------------------------------------
+
+class _Section:
+    """What every section shares: its settings per kind, checked before field validation.
+
+    ``KIND`` is the setting that selects the kind (``type`` or ``strategy``), ``KINDS`` maps
+    each kind to the settings it accepts and ``REQUIRED`` to those it needs; ``COMMON`` are
+    accepted by every kind. The same tables write the JSON Schema's per-kind rules.
+    """
+
+    KIND: ClassVar[str | None] = None
+    DEFAULT_KIND: ClassVar[str | None] = None
+    NOUN: ClassVar[str] = ""
+    ONE: ClassVar[str] = ""
+    KINDS: ClassVar[dict[str, tuple[str, ...]]] = {}
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {}
+    COMMON: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def _settings(cls) -> list[str]:
+        """The description's names of this section's settings, in declaration order."""
+        names = []
+        for name, info in cls.__pydantic_fields__.items():  # type: ignore[attr-defined]
+            names.append(info.alias or name)
+        return names
+
+    @classmethod
+    def _alias_of(cls) -> dict[str, str]:
+        return {name: info.alias or name
+                for name, info in cls.__pydantic_fields__.items()}  # type: ignore[attr-defined]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _settings_belong(cls, data: Any, info: ValidationInfo) -> Any:
+        if not _strict(info):
+            return data
+        if not isinstance(data, Mapping):
+            raise _Invalid(f"{{setting}} must be a mapping, got {type(data).__name__}")
+        allowed = cls._settings()
+        unknown = [key for key in data if key not in allowed]
+        if unknown:
+            raise _Invalid(f"{{setting}} is not a setting of {cls.NOUN}; allowed: "
+                           f"{', '.join(allowed)}", str(unknown[0]))
+        if cls.KIND is None:
+            return data
+        kind = data.get(cls.KIND, cls.DEFAULT_KIND)
+        if kind not in cls.KINDS:
+            if kind is None:
+                raise _Invalid("{setting} is required", cls.KIND)
+            raise _Invalid(f"{{setting}} must be one of {', '.join(cls.KINDS)}; got {kind!r}",
+                           cls.KIND)
+        own = (cls.KIND, *cls.COMMON, *cls.KINDS[kind])
+        for key in data:
+            if key not in own and data[key] is not None:
+                raise _Invalid(
+                    f"{{setting}} does not belong to a {kind} {cls.ONE} (its "
+                    f"settings: {', '.join(own)})", str(key))
+        for key in cls.REQUIRED.get(kind, ()):
+            if data.get(key) is None:
+                raise _Invalid(f"{{setting}} is required for a {kind} {cls.ONE}",
+                               key)
+        return data
+
+    @classmethod
+    def _json_schema_rules(cls, schema: dict[str, Any]) -> None:
+        """Per kind: which settings it needs, and that the others are absent."""
+        if cls.KIND is None:
+            return
+        rules = []
+        settings = [s for s in cls._settings() if s != cls.KIND and s not in cls.COMMON]
+        for kind, own in cls.KINDS.items():
+            condition: dict[str, Any] = {"properties": {cls.KIND: {"const": kind}}}
+            if kind != cls.DEFAULT_KIND:
+                condition["required"] = [cls.KIND]
+            then: dict[str, Any] = {"properties": {s: False for s in settings if s not in own}}
+            if cls.REQUIRED.get(kind):
+                then["required"] = list(cls.REQUIRED[kind])
+            rules.append({"if": condition, "then": then})
+        schema["allOf"] = rules
+
+
+def _section_schema(schema: dict[str, Any], cls: type) -> None:
+    cls._json_schema_rules(schema)  # type: ignore[attr-defined]
+
+
+_CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True,
+                     json_schema_extra=_section_schema)
+
+
+# -- the sections ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, config=_CONFIG)
+class WatermarkSpec(_Section):
+    """How the arrival log's watermark is computed (operators/watermarks.py)."""
+
+    KIND: ClassVar[str | None] = "strategy"
+    DEFAULT_KIND: ClassVar[str | None] = "bounded_out_of_orderness"
+    NOUN: ClassVar[str] = "watermarks"
+    ONE: ClassVar[str] = "watermark"
+    KINDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "bounded_out_of_orderness": ("max_out_of_orderness",),
+        "monotonous": (),
+        "punctuated": ("punctuation_field",),
+    }
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
+        "bounded_out_of_orderness": ("max_out_of_orderness",),
+        "punctuated": ("punctuation_field",),
+    }
+    COMMON: ClassVar[tuple[str, ...]] = ("idle_timeout", "tick")
+
+    strategy: Literal["bounded_out_of_orderness", "monotonous", "punctuated"] = (
+        "bounded_out_of_orderness")
+    max_out_of_orderness_ms: _duration(0) = Field(0, alias="max_out_of_orderness")  # type: ignore[valid-type]
     punctuation_field: str | None = None
-    idle_timeout_ms: int | None = None
-    tick_interval_ms: int | None = None
+    idle_timeout_ms: _duration(1) | None = Field(None, alias="idle_timeout")  # type: ignore[valid-type]
+    tick_interval_ms: _Tick = Field(None, alias="tick")
     """``None`` means a tick on every record."""
 
 
-@dataclass(frozen=True)
-class WindowSpec:
-    type: str = "tumbling"
-    size_ms: int | None = None
-    slide_ms: int | None = None
-    gap_ms: int | None = None
+@dataclass(frozen=True, config=_CONFIG)
+class WindowSpec(_Section):
+    """The window assigner (operators/windows.py)."""
+
+    KIND: ClassVar[str | None] = "type"
+    NOUN: ClassVar[str] = "windows"
+    ONE: ClassVar[str] = "window"
+    KINDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "tumbling": ("size", "offset"),
+        "sliding": ("size", "slide", "offset"),
+        "session": ("gap", "gap_field"),
+        "global": (),
+    }
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
+        "tumbling": ("size",),
+        "sliding": ("size", "slide"),
+    }
+
+    type: Literal["tumbling", "sliding", "session", "global"] = "tumbling"
+    size_ms: _duration(1) | None = Field(None, alias="size")  # type: ignore[valid-type]
+    slide_ms: _duration(1) | None = Field(None, alias="slide")  # type: ignore[valid-type]
+    gap_ms: _duration(1) | None = Field(None, alias="gap")  # type: ignore[valid-type]
     gap_field: str | None = None
-    offset_ms: int = 0
+    offset_ms: _duration() = Field(0, alias="offset")  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> WindowSpec:
+        if not _strict(info):
+            return self
+        if self.type == "sliding" and self.slide_ms > self.size_ms:  # type: ignore[operator]
+            raise _Invalid(f"window.slide ({self.slide_ms} ms) must not exceed window.size "
+                           f"({self.size_ms} ms)")
+        if self.type == "session" and (self.gap_ms is None) == (self.gap_field is None):
+            raise _Invalid("session windows need exactly one of window.gap or "
+                           "window.gap_field")
+        step = self.slide_ms or self.size_ms
+        if step is not None and not abs(self.offset_ms) < step:
+            raise _Invalid(f"window.offset ({self.offset_ms} ms) must be smaller than the "
+                           f"window's {'slide' if self.slide_ms else 'size'}")
+        return self
 
 
-@dataclass(frozen=True)
-class TriggerSpec:
-    type: str = "event_time"
-    count: int | None = None
-    threshold: float | None = None
+@dataclass(frozen=True, config=_CONFIG)
+class TriggerSpec(_Section):
+    """When a window emits a pane (operators/triggers.py); ``None`` in a pipeline means the
+    window's default trigger."""
+
+    KIND: ClassVar[str | None] = "type"
+    NOUN: ClassVar[str] = "triggers"
+    ONE: ClassVar[str] = "trigger"
+    KINDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "event_time": (),
+        "processing_time": (),
+        "count": ("count",),
+        "delta": ("threshold", "field"),
+        "continuous_event_time": ("interval",),
+        "continuous_processing_time": ("interval",),
+    }
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
+        "count": ("count",),
+        "delta": ("threshold", "field"),
+        "continuous_event_time": ("interval",),
+        "continuous_processing_time": ("interval",),
+    }
+    COMMON: ClassVar[tuple[str, ...]] = ("purging",)
+
+    type: Literal["event_time", "processing_time", "count", "delta", "continuous_event_time",
+                  "continuous_processing_time"] = "event_time"
+    count: int | None = Field(None, strict=True, ge=1)
+    threshold: float | None = Field(None, strict=True)
     field: str | None = None
-    interval_ms: int | None = None
-    purging: bool = False
+    interval_ms: _duration(1) | None = Field(None, alias="interval")  # type: ignore[valid-type]
+    purging: bool = Field(False, strict=True)
 
 
-@dataclass(frozen=True)
-class EvictorSpec:
-    type: str
-    max_count: int | None = None
-    keep_time_ms: int | None = None
-    threshold: float | None = None
+@dataclass(frozen=True, config=_CONFIG)
+class EvictorSpec(_Section):
+    """What a window forgets before or after its function runs (operators/evictors.py)."""
+
+    KIND: ClassVar[str | None] = "type"
+    NOUN: ClassVar[str] = "evictors"
+    ONE: ClassVar[str] = "evictor"
+    KINDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "count": ("max_count",),
+        "time": ("keep_time",),
+        "delta": ("threshold", "field"),
+    }
+    REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = KINDS
+    COMMON: ClassVar[tuple[str, ...]] = ("evict_after",)
+
+    type: Literal["count", "time", "delta"]
+    max_count: int | None = Field(None, strict=True, ge=1)
+    keep_time_ms: _duration(0) | None = Field(None, alias="keep_time")  # type: ignore[valid-type]
+    threshold: float | None = Field(None, strict=True)
     field: str | None = None
-    evict_after: bool = False
+    evict_after: bool = Field(False, strict=True)
 
 
-@dataclass(frozen=True)
-class AggregateSpec:
+@dataclass(frozen=True, config=_CONFIG)
+class AggregateSpec(_Section):
+    """One named result of a pane: a built-in aggregate or a user class."""
+
+    NOUN: ClassVar[str] = "aggregates"
+
     name: str
-    fn: str
+    fn: str = Field(json_schema_extra={"anyOf": [
+        {"enum": list(AGGREGATE_FUNCTIONS)},
+        {"pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+         "description": "your AggregateFunction class as module:Class"}]})
     """A built-in (``count``, ``sum``, ...) or a user class as ``module:Class``
     (operators/user_functions.py)."""
     field: str | None = None
@@ -122,15 +394,60 @@ class AggregateSpec:
     def is_user_defined(self) -> bool:
         return is_user_function(self.fn)
 
+    @model_validator(mode="after")
+    def _known_function(self, info: ValidationInfo) -> AggregateSpec:
+        if not _strict(info):
+            return self
+        if not self.name.isidentifier():
+            raise _Invalid(f"{{setting}} must be an identifier, got {self.name!r}", "name")
+        if is_user_function(self.fn):
+            try:
+                load_user_aggregate(self.fn)
+            except ValueError as error:
+                raise _Invalid(f"{{setting}}: {error}", "fn") from None
+            return self
+        if self.fn not in AGGREGATE_FUNCTIONS:
+            raise _Invalid(f"{{setting}} must be one of {', '.join(AGGREGATE_FUNCTIONS)} or "
+                           f"a class as module:Class; got {self.fn!r}", "fn")
+        if self.fn != "count" and self.field is None:
+            raise _Invalid(f"{{setting}} is required for {self.fn}", "field")
+        return self
 
-@dataclass(frozen=True)
-class PipelineSpec:
+
+_DEFAULT_AGGREGATES = ({"name": "count", "fn": "count"},)
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class PipelineSpec(_Section):
+    """A whole pipeline description."""
+
+    NOUN: ClassVar[str] = "a pipeline"
+
     watermark: WatermarkSpec
     window: WindowSpec
     trigger: TriggerSpec | None = None
     evictor: EvictorSpec | None = None
-    allowed_lateness_ms: int = 0
-    aggregates: tuple[AggregateSpec, ...] = field(default_factory=tuple)
+    allowed_lateness_ms: _duration(0) = Field(0, alias="allowed_lateness")  # type: ignore[valid-type]
+    aggregates: tuple[AggregateSpec, ...] = Field(
+        default=(), json_schema_extra={"minItems": 1, "default": list(_DEFAULT_AGGREGATES)})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_aggregates(cls, data: Any, info: ValidationInfo) -> Any:
+        if _strict(info) and isinstance(data, Mapping):
+            aggregates = data.get("aggregates")
+            if aggregates is None:
+                return {**data, "aggregates": list(_DEFAULT_AGGREGATES)}
+            if not isinstance(aggregates, list) or not aggregates:
+                raise _Invalid("{setting} must be a non-empty list", "aggregates")
+        return data
+
+    @model_validator(mode="after")
+    def _distinct_names(self, info: ValidationInfo) -> PipelineSpec:
+        names = [a.name for a in self.aggregates]
+        if _strict(info) and len(set(names)) != len(names):
+            raise _Invalid(f"aggregates have duplicate names: {names}")
+        return self
 
     @property
     def is_standard_window(self) -> bool:
@@ -147,219 +464,129 @@ class PipelineSpec:
         ) and not any(a.is_user_defined for a in self.aggregates)
 
 
-def _duration(section: dict[str, Any], key: str, where: str, *, required: bool = False,
-              minimum: int | None = None) -> int | None:
-    if key not in section or section[key] is None:
-        if required:
-            raise PipelineConfigError(f"{where}.{key} is required")
-        return None
-    try:
-        value = parse_duration_ms(section[key], setting=f"{where}.{key}")
-    except ValueError as error:
-        raise PipelineConfigError(str(error)) from None
-    if minimum is not None and value < minimum:
-        raise PipelineConfigError(f"{where}.{key} must be at least {minimum} ms, got {value} ms")
-    return value
+_ADAPTER = TypeAdapter(PipelineSpec)
 
 
-def _choice(section: dict[str, Any], key: str, where: str, choices: tuple[str, ...],
-            default: str | None = None) -> str:
-    value = section.get(key, default)
-    if value not in choices:
-        raise PipelineConfigError(
-            f"{where}.{key} must be one of {', '.join(choices)}; got {value!r}"
-        )
-    return value
+# -- errors that name the setting -----------------------------------------------------------------
+
+def _path(loc: Sequence[Any]) -> str:
+    """``('aggregates', 1, 'fn')`` -> ``aggregates[1].fn``."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part:
+            text += f".{part}" if text else str(part)
+    return text
 
 
-def _section(raw: dict[str, Any], key: str, *, required: bool) -> dict[str, Any] | None:
-    value = raw.get(key)
-    if value is None:
-        if required:
-            raise PipelineConfigError(f"{key} is required")
-        return None
-    if not isinstance(value, dict):
-        raise PipelineConfigError(f"{key} must be a mapping, got {type(value).__name__}")
-    return value
+def _message(error: Mapping[str, Any]) -> str:
+    loc = [part for part in error["loc"] if part not in ("function-after", "function-before")]
+    where = _path(loc)
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, _Invalid):
+        setting = _path([*loc, *(cause.setting.split(".") if cause.setting else [])])
+        return cause.message.replace("{setting}", setting or "pipeline")
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "missing":
+        return f"{where} is required"
+    if kind == "literal_error":
+        expected = error["ctx"]["expected"].replace("'", "").replace(" or ", ", ")
+        return f"{where} must be one of {expected}; got {value!r}"
+    if kind in ("model_type", "dataclass_type", "dict_type"):
+        return f"{where or 'a pipeline description'} must be a mapping, got {type(value).__name__}"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"{where} is not a setting"
+    return f"{where}: {error['msg'].lower()}, got {value!r}"
 
 
-def _unknown_keys(section: dict[str, Any], where: str, allowed: set[str]) -> None:
-    unknown = sorted(set(section) - allowed)
-    if unknown:
-        raise PipelineConfigError(
-            f"{where} has unknown setting(s) {', '.join(unknown)}; allowed: "
-            f"{', '.join(sorted(allowed))}"
-        )
+def _config_error(error: ValidationError) -> PipelineConfigError:
+    messages: list[str] = []
+    for item in error.errors(include_url=False):
+        message = _message(item)
+        if message not in messages:
+            messages.append(message)
+    return PipelineConfigError("; ".join(messages))
 
 
-def _parse_watermark(raw: dict[str, Any]) -> WatermarkSpec:
-    _unknown_keys(raw, "watermark", {"strategy", "max_out_of_orderness", "punctuation_field",
-                                     "idle_timeout", "tick"})
-    strategy = _choice(raw, "strategy", "watermark", WATERMARK_STRATEGIES,
-                       "bounded_out_of_orderness")
-    delay = 0
-    if strategy == "bounded_out_of_orderness":
-        delay = _duration(raw, "max_out_of_orderness", "watermark", required=True, minimum=0)
-    punctuation_field = raw.get("punctuation_field")
-    if strategy == "punctuated" and not isinstance(punctuation_field, str):
-        raise PipelineConfigError("watermark.punctuation_field is required for 'punctuated'")
-    tick = raw.get("tick", "every_record")
-    tick_interval = None
-    if tick != "every_record":
-        tick_interval = _duration(raw, "tick", "watermark", minimum=1)
-    return WatermarkSpec(
-        strategy=strategy,
-        max_out_of_orderness_ms=delay or 0,
-        punctuation_field=punctuation_field,
-        idle_timeout_ms=_duration(raw, "idle_timeout", "watermark", minimum=1),
-        tick_interval_ms=tick_interval,
-    )
+# -- reading a description ------------------------------------------------------------------------
 
-
-def _parse_window(raw: dict[str, Any]) -> WindowSpec:
-    _unknown_keys(raw, "window", {"type", "size", "slide", "gap", "gap_field", "offset"})
-    kind = _choice(raw, "type", "window", WINDOW_TYPES)
-    size = slide = gap = None
-    gap_field = None
-    if kind in ("tumbling", "sliding"):
-        size = _duration(raw, "size", "window", required=True, minimum=1)
-    if kind == "sliding":
-        slide = _duration(raw, "slide", "window", required=True, minimum=1)
-        if slide > size:
-            raise PipelineConfigError(
-                f"window.slide ({slide} ms) must not exceed window.size ({size} ms)"
-            )
-    if kind == "session":
-        gap = _duration(raw, "gap", "window", minimum=1)
-        gap_field = raw.get("gap_field")
-        if (gap is None) == (gap_field is None):
-            raise PipelineConfigError("session windows need exactly one of window.gap or "
-                                      "window.gap_field")
-    offset = _duration(raw, "offset", "window") or 0
-    if size is not None and not (abs(offset) < (slide or size)):
-        raise PipelineConfigError(
-            f"window.offset ({offset} ms) must be smaller than the window's "
-            f"{'slide' if slide else 'size'}"
-        )
-    return WindowSpec(type=kind, size_ms=size, slide_ms=slide, gap_ms=gap, gap_field=gap_field,
-                      offset_ms=offset)
-
-
-def _parse_trigger(raw: dict[str, Any]) -> TriggerSpec:
-    _unknown_keys(raw, "trigger", {"type", "count", "threshold", "field", "interval", "purging"})
-    kind = _choice(raw, "type", "trigger", TRIGGER_TYPES)
-    count = raw.get("count")
-    if kind == "count" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
-        raise PipelineConfigError(f"trigger.count must be a positive integer, got {count!r}")
-    threshold = raw.get("threshold")
-    if kind == "delta":
-        if not isinstance(threshold, int | float) or isinstance(threshold, bool):
-            raise PipelineConfigError(f"trigger.threshold must be a number, got {threshold!r}")
-        if not isinstance(raw.get("field"), str):
-            raise PipelineConfigError("trigger.field is required for a delta trigger")
-    interval = None
-    if kind.startswith("continuous_"):
-        interval = _duration(raw, "interval", "trigger", required=True, minimum=1)
-    purging = raw.get("purging", False)
-    if not isinstance(purging, bool):
-        raise PipelineConfigError(f"trigger.purging must be true or false, got {purging!r}")
-    return TriggerSpec(type=kind, count=count, threshold=threshold, field=raw.get("field"),
-                       interval_ms=interval, purging=purging)
-
-
-def _parse_evictor(raw: dict[str, Any]) -> EvictorSpec:
-    _unknown_keys(raw, "evictor", {"type", "max_count", "keep_time", "threshold", "field",
-                                   "evict_after"})
-    kind = _choice(raw, "type", "evictor", EVICTOR_TYPES)
-    max_count = raw.get("max_count")
-    if kind == "count" and (not isinstance(max_count, int) or max_count < 1):
-        raise PipelineConfigError(f"evictor.max_count must be a positive integer, got "
-                                  f"{max_count!r}")
-    keep_time = None
-    if kind == "time":
-        keep_time = _duration(raw, "keep_time", "evictor", required=True, minimum=0)
-    threshold = raw.get("threshold")
-    if kind == "delta" and (not isinstance(threshold, int | float) or
-                            not isinstance(raw.get("field"), str)):
-        raise PipelineConfigError("a delta evictor needs evictor.threshold (a number) and "
-                                  "evictor.field")
-    return EvictorSpec(type=kind, max_count=max_count, keep_time_ms=keep_time,
-                       threshold=threshold, field=raw.get("field"),
-                       evict_after=bool(raw.get("evict_after", False)))
-
-
-def _parse_aggregates(raw: Any) -> tuple[AggregateSpec, ...]:
-    if raw is None:
-        return (AggregateSpec("count", "count"),)
-    if not isinstance(raw, list) or not raw:
-        raise PipelineConfigError("aggregates must be a non-empty list")
-    specs = []
-    for index, item in enumerate(raw):
-        where = f"aggregates[{index}]"
-        if not isinstance(item, dict):
-            raise PipelineConfigError(f"{where} must be a mapping with name and fn")
-        _unknown_keys(item, where, {"name", "fn", "field"})
-        name = item.get("name")
-        if not isinstance(name, str) or not name.isidentifier():
-            raise PipelineConfigError(f"{where}.name must be an identifier, got {name!r}")
-        agg_field = item.get("field")
-        if isinstance(item.get("fn"), str) and is_user_function(item["fn"]):
-            fn = item["fn"]
-            try:
-                load_user_aggregate(fn)
-            except ValueError as error:
-                raise PipelineConfigError(f"{where}.fn: {error}") from None
-            if agg_field is not None and not isinstance(agg_field, str):
-                raise PipelineConfigError(f"{where}.field must be a field name")
-            specs.append(AggregateSpec(name=name, fn=fn, field=agg_field))
-            continue
-        fn = _choice(item, "fn", where, AGGREGATE_FUNCTIONS)
-        if fn != "count" and not isinstance(agg_field, str):
-            raise PipelineConfigError(f"{where}.field is required for {fn}")
-        specs.append(AggregateSpec(name=name, fn=fn, field=agg_field))
-    names = [spec.name for spec in specs]
-    if len(set(names)) != len(names):
-        raise PipelineConfigError(f"aggregates have duplicate names: {names}")
-    return tuple(specs)
-
-
-def parse_pipeline(raw: dict[str, Any]) -> PipelineSpec:
+def parse_pipeline(raw: Any) -> PipelineSpec:
     """Validate a pipeline description (already loaded from YAML/JSON) into a spec."""
-    if not isinstance(raw, dict):
+    if not isinstance(raw, Mapping):
         raise PipelineConfigError("a pipeline description must be a mapping")
-    _unknown_keys(raw, "pipeline", {"watermark", "window", "trigger", "evictor",
-                                    "allowed_lateness", "aggregates"})
-    watermark = _parse_watermark(_section(raw, "watermark", required=True))
-    window = _parse_window(_section(raw, "window", required=True))
-    trigger_raw = _section(raw, "trigger", required=False)
-    evictor_raw = _section(raw, "evictor", required=False)
-    lateness = _duration(raw, "allowed_lateness", "pipeline", minimum=0) or 0
-    return PipelineSpec(
-        watermark=watermark,
-        window=window,
-        trigger=_parse_trigger(trigger_raw) if trigger_raw else None,
-        evictor=_parse_evictor(evictor_raw) if evictor_raw else None,
-        allowed_lateness_ms=lateness,
-        aggregates=_parse_aggregates(raw.get("aggregates")),
-    )
+    try:
+        return _ADAPTER.validate_python(raw, context={_DESCRIPTION: True}, by_alias=True,
+                                        by_name=False)
+    except ValidationError as error:
+        raise _config_error(error) from None
 
 
 def load_pipeline(path: str | Path) -> PipelineSpec:
     """Read a pipeline description from a ``.yaml``/``.yml`` or ``.json`` file."""
     path = Path(path)
+    if path.is_dir():
+        raise PipelineConfigError(f"pipeline description {path} is a directory, not a file")
     if not path.is_file():
         raise PipelineConfigError(f"pipeline description {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PipelineConfigError(f"cannot read pipeline description {path}: {error}") from None
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as error:
-            raise PipelineConfigError(f"{path} is not valid YAML: {error}") from None
+            mark = getattr(error, "problem_mark", None)
+            problem = getattr(error, "problem", None) or str(error)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            raise PipelineConfigError(f"{where}: not valid YAML: {problem}") from None
     else:
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as error:
-            raise PipelineConfigError(f"{path} is not valid JSON: {error}") from None
+            raise PipelineConfigError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: "
+                                      f"{error.msg}") from None
     return parse_pipeline(raw)
+
+
+def pipeline_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a pipeline description, for editors (YAML language servers read
+    it through a ``# yaml-language-server: $schema=...`` comment or their settings)."""
+    schema = _ADAPTER.json_schema(by_alias=True, mode="validation")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema,
+            "title": "eventtime-platform pipeline description"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m operators.pipeline",
+        description="Check pipeline descriptions, or print their JSON Schema.")
+    parser.add_argument("--json-schema", action="store_true",
+                        help="print the JSON Schema of a pipeline description")
+    parser.add_argument("files", nargs="*", type=Path, help="descriptions to check")
+    args = parser.parse_args(argv)
+    if args.json_schema:
+        print(json.dumps(pipeline_json_schema(), indent=2))
+    if not args.json_schema and not args.files:
+        parser.error("give --json-schema or files to check")
+    status = 0
+    for path in args.files:
+        try:
+            load_pipeline(path)
+        except PipelineConfigError as error:
+            message = str(error)
+            if not message.startswith(str(path)):
+                message = f"{path}: {message}"
+            print(message, file=sys.stderr)
+            status = 1
+        else:
+            print(f"{path}: ok", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from operators.time import MAX_TIMESTAMP
+from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 
 
 class TimeWindow(NamedTuple):
@@ -20,8 +20,12 @@ class TimeWindow(NamedTuple):
 
     @property
     def max_timestamp(self) -> int:
-        """``end - 1``; the global window's is the end of time itself (as Flink's)."""
-        return self.end - 1 if self.end != MAX_TIMESTAMP else MAX_TIMESTAMP
+        """``end - 1``, also for a window that ends exactly at ``MAX_TIMESTAMP`` (Flink's
+        ``TimeWindow.maxTimestamp``); only the global window ``[MIN_WATERMARK,
+        MAX_TIMESTAMP)`` has the end of time itself (Flink's ``GlobalWindow``)."""
+        if self.end == MAX_TIMESTAMP and self.start == MIN_WATERMARK:
+            return MAX_TIMESTAMP
+        return self.end - 1
 
     def intersects(self, other: TimeWindow) -> bool:
         """Flink's rule: windows that touch (``end == other.start``) also intersect, so two

@@ -55,6 +55,19 @@ DROPPED = "dropped_late"
 Assignment = tuple[int, int, int, str]
 """``(arrival_seq, window_start, window_end, class)``: one record's fate in one window."""
 
+# What fired a pane: a record (by its arrival position), or a timer (by its own timestamp; with
+# the per-key clocks that is exactly "the watermark (ingest clock) reaching that time").
+BY_RECORD = "arrival_seq"
+BY_WATERMARK = "watermark"
+BY_INGEST_TIME = "ingest_time"
+
+Firing = tuple[str, int]
+"""``(BY_RECORD, arrival_seq)``, ``(BY_WATERMARK, timer)`` or ``(BY_INGEST_TIME, timer)``.
+
+Deterministic (a timer's timestamp, never the watermark that happened to fire it), but not a
+field of :class:`Pane`: the tables store panes, and the replay command shows this beside them
+(:meth:`WindowDriver.record_firings`)."""
+
 
 @dataclass(slots=True)
 class Pane:
@@ -99,7 +112,8 @@ class WindowState:
         self.contents = contents
         self.trigger_state: dict[str, Any] | None = None
         self.pane_index = 0
-        self.on_time_done = False  # a pane was emitted at or after max_timestamp
+        self.on_time_done = False
+        """A non-EARLY pane (ON_TIME or LATE) was emitted: no pane can be ON_TIME any more."""
         self.window_state: dict[str, Any] | None = None
 
     def to_list(self, window: TimeWindow) -> list[Any]:
@@ -283,6 +297,8 @@ class WindowOperator:
         self.assignments: list[Assignment] | None = None
         """When a list, every (record, window) decision is appended to it: what a runtime needs
         to compute late-data metrics for windows it cannot assign by itself (sessions merge)."""
+        self.firings: list[Firing] | None = None
+        """When a list, what fired each pane, in step with :attr:`panes`."""
         self._ctx = _Context(self)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -315,9 +331,16 @@ class WindowOperator:
             state.contents = self.aggregate.add(element, acc)
 
     def _emit(self, key: str, window: TimeWindow, state: WindowState, key_state: KeyState,
-              *, final: bool = False) -> bool:
+              fired_by: Firing, *, final: bool = False) -> bool:
         """Emit a pane with the window's current contents; ``final`` for the cleanup timer's
-        pane. Returns False (and emits nothing) when the window is empty."""
+        pane. Returns False (and emits nothing) when the window is empty.
+
+        Timing is Beam's PaneInfo rule (``trigger.py``'s ``_output``): EARLY while the key's
+        clock is before the window's max timestamp; after that, ON_TIME only for the first
+        non-early pane and only if the watermark fired it by reaching the window's end (its
+        timer at ``max_timestamp``); every other pane is LATE, in particular one fired by a
+        late record, even when it is the window's first (a window opened or merged by a
+        record within allowed lateness)."""
         contents = state.contents
         if self.buffered:
             if not contents:
@@ -337,16 +360,20 @@ class WindowOperator:
             if contents is None:
                 return False
             values = self.aggregate.get_result(contents)
-        watermark = self.watermark
-        if watermark < window.max_timestamp:
+        max_ts = window.max_timestamp
+        if self.watermark < max_ts:
             timing = EARLY
-        elif not state.on_time_done:
-            timing = ON_TIME
-            state.on_time_done = True
         else:
-            timing = LATE
+            if (state.on_time_done or fired_by[0] != BY_WATERMARK
+                    or fired_by[1] != max_ts):
+                timing = LATE
+            else:
+                timing = ON_TIME
+            state.on_time_done = True
         self.panes.append(Pane(key, window.start, window.end, state.pane_index, timing, final,
                                values))
+        if self.firings is not None:
+            self.firings.append(fired_by)
         state.pane_index += 1
         return True
 
@@ -399,7 +426,7 @@ class WindowOperator:
             result = trigger.on_element(element, timestamp, window,
                                         self._bind(key, window, state, key_state))
             if result.is_fire:
-                self._emit(key, window, state, key_state)
+                self._emit(key, window, state, key_state, (BY_RECORD, arrival_seq))
             if result.is_purge:
                 state.contents = None
             if cleanup != MAX_TIMESTAMP:
@@ -438,7 +465,7 @@ class WindowOperator:
         result = self.trigger.on_element(element, timestamp, actual,
                                          self._bind(key, actual, state, key_state))
         if result.is_fire:
-            self._emit(key, actual, state, key_state)
+            self._emit(key, actual, state, key_state, (BY_RECORD, arrival_seq))
         if result.is_purge:
             state.contents = None
         if cleanup != MAX_TIMESTAMP:
@@ -493,12 +520,13 @@ class WindowOperator:
         if result.is_fire:
             # the cleanup timer's own pane is the last one (with allowed lateness 0 the
             # end-of-window timer is the cleanup timer)
-            emitted = self._emit(key, window, state, key_state, final=cleanup)
+            emitted = self._emit(key, window, state, key_state, (BY_WATERMARK, timestamp),
+                                 final=cleanup)
         if result.is_purge:
             state.contents = None
         if cleanup:
             if state.contents and not emitted:  # the closing pane
-                self._emit(key, window, state, key_state, final=True)
+                self._emit(key, window, state, key_state, (BY_WATERMARK, timestamp), final=True)
             self._clear_all(key, window, state, key_state)
 
     def on_processing_time(self, key: str, key_state: KeyState, window: TimeWindow,
@@ -509,7 +537,7 @@ class WindowOperator:
         result = self.trigger.on_processing_time(timestamp, window,
                                                  self._bind(key, window, state, key_state))
         if result.is_fire:
-            self._emit(key, window, state, key_state)
+            self._emit(key, window, state, key_state, (BY_INGEST_TIME, timestamp))
         if result.is_purge:
             state.contents = None
 
@@ -600,6 +628,21 @@ class WindowDriver:
         panes, late = op.panes, op.late
         op.panes, op.late = [], []
         return panes, late
+
+    def record_firings(self) -> None:
+        """From now on, keep what fired each pane for :meth:`take_firings` (the replay
+        command's ``fired_by``)."""
+        if self.operator.firings is None:
+            self.operator.firings = []
+
+    def take_firings(self) -> list[Firing]:
+        """What fired each pane since the last call, in step with :meth:`take_output`'s panes
+        (call both at the same points)."""
+        op = self.operator
+        taken = op.firings or []
+        if op.firings is not None:
+            op.firings = []
+        return taken
 
     def record_assignments(self) -> None:
         """From now on, keep every (record, window) decision for :meth:`take_assignments`."""

@@ -177,3 +177,21 @@ def test_dynamic_session_gap_from_a_field(tmp_path: Path, capsys) -> None:
     events.write_text('{"key": "k", "event_time": 0}\n')
     code, _, _ = replay(tmp_path, pipeline, events)
     assert code == 1 and "session gap field 'gap_ms'" in capsys.readouterr().err
+
+
+def test_issue_16_a_window_first_fired_by_a_late_record_is_late(tmp_path: Path) -> None:
+    """Tumbling 5 s, allowed lateness 3 s, no out-of-orderness: k@6000 then k@1000. The second
+    record opens [0, 5000) after the watermark (5999) passed its end, within lateness: its pane
+    is LATE, not ON_TIME (Beam's testPaneInfoSkipToNonSpeculativeAndFinish)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("watermark: {strategy: bounded_out_of_orderness, "
+                        "max_out_of_orderness: 0}\n"
+                        "window: {type: tumbling, size: 5s}\nallowed_lateness: 3s\n"
+                        "aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: value}]\n")
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"key": "k", "event_time": 6000, "value": 1}\n'
+                      '{"key": "k", "event_time": 1000, "value": 2}\n')
+    code, panes, late = replay(tmp_path, pipeline, events)
+    assert code == 0 and late == []
+    assert [(p["window_start"], p["pane_index"], p["timing"], p["is_last"], p["values"])
+            for p in panes] == [(0, 0, "LATE", False, {"n": 1, "s": 2})]

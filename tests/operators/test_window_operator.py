@@ -86,12 +86,30 @@ def test_watermark_jumping_past_cleanup_still_closes_with_the_cleanup_timer() ->
                             ("k", 0, 10, 1, "LATE", True, 1, 1)]
 
 
-def test_window_created_by_a_late_within_lateness_record_is_on_time_then_closes() -> None:
-    panes, _, _ = run(tumbling(lateness=5), [("k", 30, 0, 11), ("k", 3, 1, 11),
-                                             ("k", 31, 0, 20)])
-    # [0,10) first exists at W=11 > 9: fires at once; first pane at/after the end: ON_TIME
-    assert brief(panes) == [("k", 0, 10, 0, "ON_TIME", False, 1, 1),
+def test_window_created_by_a_late_within_lateness_record_is_late_then_closes() -> None:
+    panes, _, driver = run(tumbling(lateness=5), [("k", 30, 0, 11), ("k", 3, 1, 11),
+                                                  ("k", 31, 0, 20)])
+    # [0,10) first exists at W=11 > 9: the record fires it at once. The watermark did not
+    # fire it by reaching the window's end, so even its first pane is LATE (Beam's PaneInfo:
+    # an element-fired pane is never ON_TIME; issue 16)
+    assert brief(panes) == [("k", 0, 10, 0, "LATE", False, 1, 1),
                             ("k", 0, 10, 1, "LATE", True, 1, 1)]
+    assert driver.operator.metrics["late_within_lateness"] == 1
+
+
+def test_window_ending_at_the_largest_timestamp_fires_like_any_other() -> None:
+    """Tumbling 1000 with offset 807 has a window ending exactly at MAX_TIMESTAMP: its max
+    timestamp is ``end - 1`` (Flink's), so it fires when the watermark reaches it; only the
+    global window ``[MIN_WATERMARK, MAX_TIMESTAMP)`` never ends."""
+    from operators.time import MAX_TIMESTAMP
+
+    op = WindowOperator(TumblingWindows(1000, 807), aggregate=count_sum())
+    t = MAX_TIMESTAMP - 5
+    assert op.assigner.assign(t, None)[0].end == MAX_TIMESTAMP
+    panes, late, _ = run(op, [("k", t, 1, M), ("z", 0, 0, MAX_TIMESTAMP - 1)])
+    assert brief(panes) == [("k", MAX_TIMESTAMP - 1000, MAX_TIMESTAMP, 0, "ON_TIME", True, 1,
+                             1)]
+    assert [r.key for r in late] == ["z"]  # 0 is far behind that watermark
 
 
 def test_sliding_late_rows_per_missed_window() -> None:
@@ -262,12 +280,24 @@ def test_late_within_lateness_record_bridges_two_sessions() -> None:
         ("k", 4, 4, 15),   # [4,9) touches both: merged [0,14) (max 13 <= 15: fires now)
         ("k", 60, 0, 40),  # cleanup of [0,14) at 33: closing pane
     ])
+    # the merged window is a new window, but the late record fired it, not the watermark
+    # reaching its end: LATE from its first pane on
     assert brief(panes) == [
         ("k", 0, 5, 0, "ON_TIME", False, 1, 1),
         ("k", 9, 14, 0, "ON_TIME", False, 1, 2),
-        ("k", 0, 14, 0, "ON_TIME", False, 3, 7),
+        ("k", 0, 14, 0, "LATE", False, 3, 7),
         ("k", 0, 14, 1, "LATE", True, 3, 7),
     ]
+    assert late == []
+
+
+def test_session_opened_by_a_late_record_is_late() -> None:
+    op = WindowOperator(SessionWindows(5), aggregate=count_sum(), allowed_lateness=20)
+    panes, late, _ = run(op, [("k", 50, 1, M), ("k", 10, 2, 20), ("k", 90, 0, 40)])
+    # at W=20 [10,15) (max 14) is past its end but within lateness: the record opens it and
+    # fires it (LATE); the cleanup timer at 34 closes it (LATE, last)
+    assert brief(panes) == [("k", 10, 15, 0, "LATE", False, 1, 2),
+                            ("k", 10, 15, 1, "LATE", True, 1, 2)]
     assert late == []
 
 

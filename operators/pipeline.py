@@ -525,6 +525,12 @@ def parse_pipeline(raw: Any) -> PipelineSpec:
 
 def load_pipeline(path: str | Path) -> PipelineSpec:
     """Read a pipeline description from a ``.yaml``/``.yml`` or ``.json`` file."""
+    return parse_pipeline(read_description(path))
+
+
+def read_description(path: str | Path) -> Any:
+    """The parsed YAML/JSON of a description file, not yet validated (for tools that add
+    defaults of their own, such as the replay command's optional ``watermark`` section)."""
     path = Path(path)
     if path.is_dir():
         raise PipelineConfigError(f"pipeline description {path} is a directory, not a file")
@@ -550,7 +556,7 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
         except json.JSONDecodeError as error:
             raise PipelineConfigError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: "
                                       f"{error.msg}") from None
-    return parse_pipeline(raw)
+    return raw
 
 
 def pipeline_json_schema() -> dict[str, Any]:

@@ -4,11 +4,15 @@ The replay command is the smallest possible runtime: it reads events in arrival 
 JSON-lines file, gives each the watermark in force when it arrived (recorded in the file, or
 computed from the pipeline's watermark strategy exactly as ingest does), and runs the same
 window operator the Spark jobs run. Because every decision lives in ``operators/``, its panes
-and late records are what the live stream and a backfill produce for the same log. Formats and
-a worked example: docs/replay.md.
+and late records are what the live stream and a backfill produce for the same log.
+
+It is also a debugger: watermark lines (``{"watermark": 5000}``) advance the watermark between
+records, as a Flink or Beam test does; ``--final-watermark`` fires what the end of input makes
+due; every pane says what fired it; ``--transcript`` runs a test transcript and names the first
+divergence (``--transcript``). Formats and a worked example: docs/replay.md.
 
 Exit status: 0 on success, 1 when the pipeline or the events are wrong (the message names the
-file and line), 2 for bad command-line usage.
+file and line) or a transcript diverges, 2 for bad command-line usage.
 """
 
 from __future__ import annotations
@@ -16,17 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from operators.build import build_driver
-from operators.pipeline import PipelineSpec, load_pipeline
-from operators.time import MIN_WATERMARK, parse_timestamp_ms
+from operators.pipeline import PipelineConfigError, PipelineSpec, parse_pipeline, read_description
+from operators.time import MAX_TIMESTAMP, MIN_WATERMARK, parse_timestamp_ms
 from operators.watermarks import assign_watermarks
-from operators.window_operator import LateRecord, Pane, WindowDriver
+from operators.window_operator import Firing, LateRecord, Pane, WindowDriver
 
 
 class ReplayInputError(ValueError):
@@ -45,6 +49,29 @@ class ArrivalRecord:
     watermark_ms: int | None
     has_watermark: bool
     payload: dict[str, Any]
+    where: str = ""
+    """``file:line``, for messages."""
+
+
+@dataclass(slots=True)
+class WatermarkLine:
+    """``{"watermark": W}``: the watermark advances to ``W`` without a record (Flink's
+    ``processWatermark``, a Beam test's watermark step); due timers fire."""
+
+    watermark: int
+    ingest_time: int
+    where: str = ""
+
+
+Line = ArrivalRecord | WatermarkLine
+
+
+@dataclass(slots=True)
+class FiredPane:
+    """A pane and what fired it (kept apart: the tables store panes, which carry no cause)."""
+
+    pane: Pane
+    fired_by: Firing
 
 
 def _numeric_fields(spec: PipelineSpec) -> set[str]:
@@ -61,8 +88,25 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _time(value: Any, where: str, name: str, *, nullable: bool = False) -> int | None:
+    """An epoch-ms integer or ISO-8601 string; a fractional number is refused, never
+    truncated (10.7 ms is not a time this platform can hold)."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, float):
+        raise ReplayInputError(f"{where}: bad {name!r}: {value!r} is not a whole number of "
+                               f"milliseconds (times are integer epoch ms or ISO-8601)")
+    try:
+        return parse_timestamp_ms(value)
+    except ValueError as error:
+        reason = str(error).replace("event time", name.replace("_", " "))
+        raise ReplayInputError(f"{where}: bad {name!r}: {reason}") from None
+
+
 def parse_event_line(text: str, where: str, spec: PipelineSpec, previous_ingest: int | None,
-                     previous_seq: int | None, default_seq: int) -> ArrivalRecord:
+                     previous_seq: int | None, default_seq: int) -> Line:
     """Validate one input line; ``where`` is ``file:line`` for error messages."""
     try:
         event = json.loads(text)
@@ -71,6 +115,20 @@ def parse_event_line(text: str, where: str, spec: PipelineSpec, previous_ingest:
                                f"{error.colno})") from None
     if not isinstance(event, dict):
         raise ReplayInputError(f"{where}: expected a JSON object, got {type(event).__name__}")
+    if event.get("ingest_time") is not None:
+        ingest = _time(event["ingest_time"], where, "ingest_time")
+    else:
+        ingest = previous_ingest
+    if "watermark" in event:
+        extra = sorted(set(event) - {"watermark", "ingest_time"})
+        if extra:
+            raise ReplayInputError(f"{where}: a watermark line has only 'watermark' (and "
+                                   f"'ingest_time'); got also {', '.join(extra)}")
+        watermark = _time(event["watermark"], where, "watermark")
+        ingest = ingest if ingest is not None else MIN_WATERMARK
+        if previous_ingest is not None and ingest < previous_ingest:
+            ingest = previous_ingest
+        return WatermarkLine(watermark, ingest, where)  # type: ignore[arg-type]
     key = event.get("key")
     if key is None:
         raise ReplayInputError(f"{where}: missing required field 'key'")
@@ -78,21 +136,13 @@ def parse_event_line(text: str, where: str, spec: PipelineSpec, previous_ingest:
         raise ReplayInputError(f"{where}: 'key' must be a string, got {key!r}")
     if "event_time" not in event or event["event_time"] is None:
         raise ReplayInputError(f"{where}: missing required field 'event_time'")
-    try:
-        event_time = parse_timestamp_ms(event["event_time"])
-    except ValueError as error:
-        raise ReplayInputError(f"{where}: bad 'event_time': {error}") from None
+    event_time = _time(event["event_time"], where, "event_time")
+    assert event_time is not None
     partition = event.get("partition", "default")
     if not isinstance(partition, str):
         raise ReplayInputError(f"{where}: 'partition' must be a string, got {partition!r}")
-    if event.get("ingest_time") is not None:
-        try:
-            ingest = parse_timestamp_ms(event["ingest_time"])
-        except ValueError as error:
-            raise ReplayInputError(f"{where}: bad 'ingest_time': "
-                                   f"{str(error).replace('event time', 'ingest time')}") from None
-    else:
-        ingest = previous_ingest if previous_ingest is not None else event_time
+    if ingest is None:
+        ingest = event_time
     if previous_ingest is not None and ingest < previous_ingest:
         ingest = previous_ingest  # the ingest clock never goes back along arrival order
     seq = event.get("arrival_seq", default_seq)
@@ -102,13 +152,15 @@ def parse_event_line(text: str, where: str, spec: PipelineSpec, previous_ingest:
         raise ReplayInputError(f"{where}: 'arrival_seq' {seq} is not greater than the previous "
                                f"record's {previous_seq}; lines must be in arrival order")
     has_watermark = "watermark_ms" in event
-    watermark = event.get("watermark_ms")
+    watermark: int | None = None
     if has_watermark:
+        value = event["watermark_ms"]
+        if isinstance(value, bool) or not (value is None or isinstance(value, int | float | str)):
+            raise ReplayInputError(f"{where}: 'watermark_ms' must be an integer, an ISO-8601 "
+                                   f"time or null, got {value!r}")
+        watermark = _time(value, where, "watermark_ms", nullable=True)
         if watermark is None:
             watermark = MIN_WATERMARK
-        elif not isinstance(watermark, int) or isinstance(watermark, bool):
-            raise ReplayInputError(f"{where}: 'watermark_ms' must be an integer or null, got "
-                                   f"{watermark!r}")
     for field in sorted(_numeric_fields(spec)):
         value = event.get(field)
         if value is not None and not _is_number(value):
@@ -121,12 +173,12 @@ def parse_event_line(text: str, where: str, spec: PipelineSpec, previous_ingest:
             raise ReplayInputError(f"{where}: session gap field {gap_field!r} must be a "
                                    f"positive integer (ms), got {gap!r}")
     return ArrivalRecord(key, event_time, partition, ingest, seq, watermark, has_watermark,
-                         event)
+                         event, where)
 
 
-def read_arrival_log(path: Path, spec: PipelineSpec) -> list[ArrivalRecord]:
+def read_arrival_log(path: Path, spec: PipelineSpec) -> list[Line]:
     """Parse the whole events file; blank lines are skipped (but count for line numbers)."""
-    records: list[ArrivalRecord] = []
+    lines: list[Line] = []
     previous_ingest: int | None = None
     previous_seq: int | None = None
     try:
@@ -135,25 +187,41 @@ def read_arrival_log(path: Path, spec: PipelineSpec) -> list[ArrivalRecord]:
         raise ReplayInputError(f"cannot read events file {path}: {error.strerror}") from None
     with handle:
         try:
-            for index, line in enumerate(handle):
-                if not line.strip():
+            for index, text in enumerate(handle):
+                if not text.strip():
                     continue
-                record = parse_event_line(line, f"{path}:{index + 1}", spec, previous_ingest,
-                                          previous_seq, index)
-                previous_ingest = record.ingest_time
-                previous_seq = record.arrival_seq
-                records.append(record)
+                line = parse_event_line(text, f"{path}:{index + 1}", spec, previous_ingest,
+                                        previous_seq, index)
+                if isinstance(line, ArrivalRecord):
+                    previous_ingest = line.ingest_time
+                    previous_seq = line.arrival_seq
+                elif line.ingest_time != MIN_WATERMARK:
+                    previous_ingest = line.ingest_time
+                lines.append(line)
         except UnicodeDecodeError as error:
             raise ReplayInputError(f"{path}: not UTF-8 text ({error.reason})") from None
-    return records
+    return lines
+
+
+def records_of(lines: Sequence[Line]) -> list[ArrivalRecord]:
+    return [line for line in lines if isinstance(line, ArrivalRecord)]
 
 
 def watermarks_for(records: Sequence[ArrivalRecord], spec: PipelineSpec,
-                   warn: Any = None) -> list[int]:
-    """The recorded watermarks if every record has one, else computed from the strategy."""
+                   warn: Callable[[str], None] | None = None, *,
+                   recorded_only: bool = False) -> list[int]:
+    """The recorded watermarks if every record has one, else computed from the strategy.
+
+    ``recorded_only``: the pipeline has no ``watermark`` section, so every record must carry
+    ``watermark_ms``."""
     recorded = sum(r.has_watermark for r in records)
     if records and recorded == len(records):
         return [r.watermark_ms for r in records]  # type: ignore[misc]
+    if recorded_only:
+        first = next(r for r in records if not r.has_watermark)
+        raise ReplayInputError(f"{first.where}: no 'watermark_ms', and the pipeline has no "
+                               f"watermark section to compute it from (give every record "
+                               f"watermark_ms, or add a watermark section)")
     if recorded and warn is not None:
         warn(f"warning: only {recorded} of {len(records)} records carry watermark_ms; "
              f"ignoring them and computing watermarks from the pipeline's strategy")
@@ -161,37 +229,65 @@ def watermarks_for(records: Sequence[ArrivalRecord], spec: PipelineSpec,
                                                r.payload) for r in records))
 
 
-def run(spec: PipelineSpec, records: Sequence[ArrivalRecord], watermarks: Sequence[int],
-        driver: WindowDriver | None = None
-        ) -> tuple[WindowDriver, list[Pane], list[LateRecord]]:
-    """Run the window operator over the records; returns the driver and its output."""
+@dataclass(slots=True)
+class ReplayOutput:
+    driver: WindowDriver
+    panes: list[FiredPane]
+    late: list[LateRecord]
+    records: int
+
+
+def run(spec: PipelineSpec, lines: Sequence[Line], watermarks: Sequence[int],
+        driver: WindowDriver | None = None, *, final_watermark: int | None = None,
+        on_step: Callable[[int, list[FiredPane], list[LateRecord]], None] | None = None
+        ) -> ReplayOutput:
+    """Run the window operator over the lines (``watermarks``: one per record, in order).
+
+    ``final_watermark`` is advanced to after the last line (the end of input). ``on_step(i,
+    panes, late)`` sees the output of each line ``i`` (``len(lines)`` for the end of input).
+    """
     driver = driver or build_driver(spec)
-    panes: list[Pane] = []
+    driver.record_firings()
+    panes: list[FiredPane] = []
     late: list[LateRecord] = []
-    for record, watermark in zip(records, watermarks, strict=True):
-        driver.process(record.key, record.event_time, record.payload,
-                       arrival_seq=record.arrival_seq, watermark=watermark,
-                       ingest_time=record.ingest_time)
+    marks = iter(watermarks)
+    records = 0
+
+    def collect(step: int) -> None:
         new_panes, new_late = driver.take_output()
-        panes += new_panes
-        late += new_late
-    return driver, panes, late
+        fired = [FiredPane(p, f) for p, f in zip(new_panes, driver.take_firings(),
+                                                  strict=True)]
+        panes.extend(fired)
+        late.extend(new_late)
+        if on_step is not None:
+            on_step(step, fired, new_late)
+
+    for step, line in enumerate(lines):
+        if isinstance(line, WatermarkLine):
+            driver.advance(line.watermark, line.ingest_time)
+        else:
+            driver.process(line.key, line.event_time, line.payload,
+                           arrival_seq=line.arrival_seq, watermark=next(marks),
+                           ingest_time=line.ingest_time)
+            records += 1
+        collect(step)
+    if final_watermark is not None:
+        driver.advance(final_watermark, driver.processing_time)
+        collect(len(lines))
+    return ReplayOutput(driver, panes, late, records)
 
 
 def _watermark_out(watermark: int) -> int | None:
     return None if watermark == MIN_WATERMARK else watermark
 
 
-def pane_to_json(pane: Pane) -> dict[str, Any]:
-    return {"key": pane.key, "window_start": pane.window_start, "window_end": pane.window_end,
-            "pane_index": pane.pane_index, "timing": pane.timing, "is_last": pane.is_last,
-            "values": {name: _json_number(value) for name, value in pane.values.items()}}
-
-
-def _json_number(value: Any) -> Any:
-    """Exact decimal results print as JSON numbers (their shortest double form, which is the
-    decimal itself for up to 15 significant digits)."""
-    return float(value) if isinstance(value, Decimal) else value
+def pane_to_json(pane: Pane, fired_by: Firing | None = None) -> dict[str, Any]:
+    row = {"key": pane.key, "window_start": pane.window_start, "window_end": pane.window_end,
+           "pane_index": pane.pane_index, "timing": pane.timing, "is_last": pane.is_last,
+           "values": dict(pane.values)}
+    if fired_by is not None:
+        row["fired_by"] = {fired_by[0]: fired_by[1]}
+    return row
 
 
 def late_to_json(record: LateRecord) -> dict[str, Any]:
@@ -201,13 +297,72 @@ def late_to_json(record: LateRecord) -> dict[str, Any]:
             "window_start": record.window_start, "window_end": record.window_end}
 
 
+def late_by_record(late: Sequence[LateRecord]) -> list[dict[str, Any]]:
+    """One row per late record, with every window it missed (the assigner's order)."""
+    rows: dict[int, dict[str, Any]] = {}
+    for record in late:
+        row = rows.get(record.arrival_seq)
+        if row is None:
+            row = rows[record.arrival_seq] = {
+                "key": record.key, "event_time": record.event_time_ms,
+                "arrival_seq": record.arrival_seq,
+                "watermark_ms": _watermark_out(record.watermark_ms), "missed_windows": []}
+        row["missed_windows"].append([record.window_start, record.window_end])
+    return list(rows.values())
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON in which exact decimals stay exact: ``DECIMAL(38, 9)`` aggregates print as
+    the tables print them (``8.000000000``), not as the nearest double."""
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{json_text(v)}"
+                              for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(json_text(v) for v in value) + "]"
+    return json.dumps(value, separators=(",", ":"))
+
+
 def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     try:
         with path.open("w", encoding="utf-8") as handle:
             for row in rows:
-                handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+                handle.write(json_text(row) + "\n")
     except OSError as error:
         raise ReplayInputError(f"cannot write {path}: {error.strerror}") from None
+
+
+def load_replay_pipeline(path: Path) -> tuple[PipelineSpec, bool]:
+    """The pipeline, and whether it lacked a ``watermark`` section (then every record must
+    carry ``watermark_ms``; the strategy put in its place is never used)."""
+    raw = read_description(path)
+    if isinstance(raw, dict) and raw.get("watermark") is None:
+        return parse_pipeline({**raw, "watermark": {"strategy": "monotonous"}}), True
+    return parse_pipeline(raw), False
+
+
+def _final_watermark(text: str) -> int:
+    if text == "max":
+        return MAX_TIMESTAMP
+    try:
+        return parse_timestamp_ms(int(text) if text.lstrip("-").isdigit() else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected epoch ms, an ISO-8601 time or 'max', got "
+                                         f"{text!r}") from None
+
+
+def never_fired(driver: WindowDriver) -> str | None:
+    """What the end of the log leaves undone, said plainly (or ``None``)."""
+    windows = sum(len(state.windows) for state in driver.states.values())
+    if not windows:
+        return None
+    keys = sum(1 for state in driver.states.values() if state.windows)
+    next_timer = driver.timers.next_event_time()
+    due = (f"; the next event-time timer is at {next_timer}" if next_timer is not None else "")
+    return (f"note: {windows} window(s) of {keys} key(s) are still open at the end of the log "
+            f"(last watermark {_watermark_out(driver.watermark)}){due}; their remaining panes "
+            f"never fired. --final-watermark max fires them as the end of input would.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,45 +370,70 @@ def build_parser() -> argparse.ArgumentParser:
         prog="eventtime-replay",
         description="Replay an arrival log (JSON lines) through a pipeline's window operator "
                     "and write its panes and late records. See docs/replay.md.")
-    parser.add_argument("--pipeline", required=True, type=Path,
+    parser.add_argument("--pipeline", type=Path,
                         help="pipeline description (.yaml/.yml or .json)")
-    parser.add_argument("--events", required=True, type=Path,
-                        help="events in arrival order, one JSON object per line")
-    parser.add_argument("--panes", required=True, type=Path, help="output: panes (JSON lines)")
+    parser.add_argument("--events", type=Path,
+                        help="events in arrival order, one JSON object per line; a line "
+                             '{"watermark": W} advances the watermark')
+    parser.add_argument("--panes", type=Path,
+                        help="output: panes (JSON lines); default: standard output")
     parser.add_argument("--late", type=Path,
                         help="output: late records (JSON lines); omitted: only counted")
+    parser.add_argument("--late-by", choices=("window", "record"), default="window",
+                        help="one late row per missed window (as the late table), or per "
+                             "record with its missed windows")
+    parser.add_argument("--final-watermark", type=_final_watermark, metavar="MS|max",
+                        help="advance the watermark to this after the last line (end of "
+                             "input): fires what it makes due")
     parser.add_argument("--quiet", action="store_true", help="no summary on stderr")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
 
     def say(message: str) -> None:
         print(message, file=sys.stderr)
 
+    if args.pipeline is None or args.events is None:
+        parser.error("--pipeline and --events are required")
     try:
-        spec = load_pipeline(args.pipeline)
+        spec, recorded_only = load_replay_pipeline(args.pipeline)
         driver = build_driver(spec)  # combinations the operator refuses (say a delta trigger
-    except ValueError as error:      # on session windows) are pipeline errors too
+    except (ValueError, PipelineConfigError) as error:  # on sessions) are pipeline errors too
         say(f"eventtime-replay: bad pipeline {args.pipeline}: {error}")
         return 1
     try:
-        records = read_arrival_log(args.events, spec)
-        watermarks = watermarks_for(records, spec, say)
-        driver, panes, late = run(spec, records, watermarks, driver)
-        _write_jsonl(args.panes, [pane_to_json(p) for p in panes])
+        lines = read_arrival_log(args.events, spec)
+        records = records_of(lines)
+        watermarks = watermarks_for(records, spec, say, recorded_only=recorded_only)
+        output = run(spec, lines, watermarks, driver, final_watermark=args.final_watermark)
+        pane_rows = [pane_to_json(p.pane, p.fired_by) for p in output.panes]
+        if args.panes is None:
+            for row in pane_rows:
+                print(json_text(row))
+        else:
+            _write_jsonl(args.panes, pane_rows)
         if args.late is not None:
-            _write_jsonl(args.late, [late_to_json(r) for r in late])
+            late_rows = (late_by_record(output.late) if args.late_by == "record"
+                         else [late_to_json(r) for r in output.late])
+            _write_jsonl(args.late, late_rows)
     except ReplayInputError as error:
         say(f"eventtime-replay: {error}")
         return 1
     if not args.quiet:
-        metrics = driver.operator.metrics
-        say(f"eventtime-replay: {len(records)} records, {len(panes)} panes, {len(late)} late "
-            f"records (on_time={metrics['on_time']}, "
+        metrics = output.driver.operator.metrics
+        marks = len(lines) - len(records)
+        say(f"eventtime-replay: {len(records)} records"
+            f"{f', {marks} watermark lines' if marks else ''}, {len(output.panes)} panes, "
+            f"{len(output.late)} late records (on_time={metrics['on_time']}, "
             f"late_within_lateness={metrics['late_within_lateness']}, "
             f"dropped_late={metrics['dropped_late']})")
+        if args.final_watermark is None:
+            note = never_fired(output.driver)
+            if note:
+                say(f"eventtime-replay: {note}")
     return 0
 
 

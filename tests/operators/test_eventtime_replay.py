@@ -96,7 +96,9 @@ def test_small_log_with_ms_times_and_defaults(tmp_path: Path) -> None:
     code, panes, late = replay(tmp_path, pipeline, events)
     assert code == 0
     assert panes == [{"key": "k", "window_start": 0, "window_end": 10, "pane_index": 0,
-                      "timing": "ON_TIME", "is_last": True, "values": {"n": 2, "hi": 5}}]
+                      "timing": "ON_TIME", "is_last": True, "values": {"n": 2, "hi": 5},
+                      "fired_by": {"watermark": 9}}]
+    assert '"hi":5.000000000' in (tmp_path / "panes.jsonl").read_text()  # as the table shows
     # arrival_seq defaults to the 0-based line number (the blank line counts)
     assert late == [{"key": "k", "event_time": 3, "arrival_seq": 4, "watermark_ms": 9,
                      "window_start": 0, "window_end": 10}]
@@ -112,7 +114,12 @@ def test_small_log_with_ms_times_and_defaults(tmp_path: Path) -> None:
     ('{"key": "k", "event_time": 5, "value": "a lot"}', "field 'value' must be a number"),
     ('{"key": "k", "event_time": 5, "ingest_time": true}', "bad 'ingest_time'"),
     ('{"key": "k", "event_time": 5, "arrival_seq": 0}', "'arrival_seq' 0 is not greater"),
-    ('{"key": "k", "event_time": 5, "watermark_ms": "x"}', "'watermark_ms' must be an integer"),
+    ('{"key": "k", "event_time": 5, "watermark_ms": "x"}', "bad 'watermark_ms'"),
+    ('{"key": "k", "event_time": 5, "watermark_ms": [1]}', "'watermark_ms' must be an integer"),
+    ('{"key": "k", "event_time": 10.7}', "bad 'event_time': 10.7 is not a whole number"),
+    ('{"key": "k", "event_time": 5, "ingest_time": 3.5}', "bad 'ingest_time': 3.5 is not"),
+    ('{"watermark": 1.5}', "bad 'watermark': 1.5 is not a whole number"),
+    ('{"watermark": 100, "key": "k"}', "a watermark line has only 'watermark'"),
 ])
 def test_bad_input_line_gives_file_and_line(tmp_path: Path, capsys, line: str,
                                             message: str) -> None:
@@ -195,3 +202,96 @@ def test_issue_16_a_window_first_fired_by_a_late_record_is_late(tmp_path: Path) 
     assert code == 0 and late == []
     assert [(p["window_start"], p["pane_index"], p["timing"], p["is_last"], p["values"])
             for p in panes] == [(0, 0, "LATE", False, {"n": 1, "s": 2})]
+
+
+TUMBLING_10 = ("window: {type: tumbling, size: 10}\nallowed_lateness: 5\n"
+               "aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: value}]\n")
+
+
+def write(tmp_path: Path, pipeline: str, *lines: str) -> tuple[Path, Path]:
+    (tmp_path / "p.yaml").write_text(pipeline)
+    (tmp_path / "e.jsonl").write_text("".join(line + "\n" for line in lines))
+    return tmp_path / "p.yaml", tmp_path / "e.jsonl"
+
+
+def replay_args(tmp_path: Path, *extra: str) -> tuple[int, list, list]:
+    panes, late = tmp_path / "panes.jsonl", tmp_path / "late.jsonl"
+    code = main(["--pipeline", str(tmp_path / "p.yaml"), "--events", str(tmp_path / "e.jsonl"),
+                 "--panes", str(panes), "--late", str(late), *extra])
+    return code, read_jsonl(panes) if code == 0 else [], read_jsonl(late) if code == 0 else []
+
+
+def brief(panes: list) -> list[tuple]:
+    return [(p["window_start"], p["pane_index"], p["timing"], p["is_last"], p["values"]["n"],
+             p["fired_by"]) for p in panes]
+
+
+def test_watermark_lines_fire_due_timers_between_records(tmp_path: Path, capsys) -> None:
+    """Flink's processWatermark / a Beam test's watermark step, with no watermark section:
+    every record carries its watermark, watermark lines move it in between."""
+    write(tmp_path, TUMBLING_10,
+          '{"key": "k", "event_time": 1, "value": 1, "watermark_ms": null}',
+          '{"watermark": 9}',                                           # [0,10) fires on time
+          '{"key": "k", "event_time": 2, "value": 2, "watermark_ms": 9}',  # late, within 5
+          '{"watermark": "1970-01-01T00:00:00.014Z"}')                   # cleanup: closing pane
+    code, panes, late = replay_args(tmp_path)
+    assert code == 0 and late == []
+    assert brief(panes) == [(0, 0, "ON_TIME", False, 1, {"watermark": 9}),
+                            (0, 1, "LATE", False, 2, {"arrival_seq": 2}),
+                            (0, 2, "LATE", True, 2, {"watermark": 14})]
+    assert "2 records, 2 watermark lines, 3 panes" in capsys.readouterr().err
+
+
+def test_without_a_watermark_section_every_record_needs_watermark_ms(tmp_path: Path,
+                                                                     capsys) -> None:
+    write(tmp_path, TUMBLING_10, '{"key": "k", "event_time": 1, "value": 1, "watermark_ms": 0}',
+          '{"key": "k", "event_time": 2, "value": 1}')
+    code, _, _ = replay_args(tmp_path)
+    err = capsys.readouterr().err
+    assert code == 1 and f"{tmp_path / 'e.jsonl'}:2: no 'watermark_ms'" in err
+
+
+def test_final_watermark_fires_what_the_end_of_input_makes_due(tmp_path: Path, capsys) -> None:
+    write(tmp_path, "watermark: {strategy: monotonous}\n" + TUMBLING_10,
+          '{"key": "k", "event_time": 1, "value": 1}',
+          '{"key": "k", "event_time": 12, "value": 1}')
+    code, panes, _ = replay_args(tmp_path)
+    err = capsys.readouterr().err
+    assert (code, panes) == (0, [])  # the watermark ends at 0: nothing fired
+    assert "2 window(s) of 1 key(s) are still open" in err and "--final-watermark" in err
+    code, panes, _ = replay_args(tmp_path, "--final-watermark", "9")
+    assert brief(panes) == [(0, 0, "ON_TIME", False, 1, {"watermark": 9})]
+    assert "still open" not in capsys.readouterr().err
+    code, panes, _ = replay_args(tmp_path, "--final-watermark", "max")
+    assert brief(panes) == [(0, 0, "ON_TIME", False, 1, {"watermark": 9}),
+                            (0, 1, "LATE", True, 1, {"watermark": 14}),
+                            (10, 0, "ON_TIME", False, 1, {"watermark": 19}),
+                            (10, 1, "LATE", True, 1, {"watermark": 24})]
+    with pytest.raises(SystemExit) as exit_info:
+        replay_args(tmp_path, "--final-watermark", "soon")
+    assert exit_info.value.code == 2
+
+
+def test_iso_watermarks_late_rows_per_record_and_exact_decimals(tmp_path: Path) -> None:
+    write(tmp_path, "window: {type: sliding, size: 10, slide: 5}\n"
+          "aggregates: [{name: n, fn: count}, {name: s, fn: sum, field: value}]\n",
+          '{"key": "k", "event_time": 6, "value": 0.1, "watermark_ms": null}',
+          '{"key": "k", "event_time": 7, "value": 0.2, "watermark_ms": "1970-01-01T00:00:00Z"}',
+          '{"key": "k", "event_time": 8, "value": 1, "watermark_ms": 20}')
+    code, panes, late = replay_args(tmp_path, "--late-by", "record")
+    assert code == 0
+    text = (tmp_path / "panes.jsonl").read_text()
+    assert '"s":0.300000000' in text  # exact: 0.1 + 0.2, not 0.30000000000000004
+    assert [(p["window_start"], p["values"]["n"]) for p in panes] == [(0, 2), (5, 2)]
+    assert late == [{"key": "k", "event_time": 8, "arrival_seq": 2, "watermark_ms": 20,
+                     "missed_windows": [[5, 15], [0, 10]]}]
+
+
+def test_panes_go_to_standard_output_without_panes_file(tmp_path: Path, capsys) -> None:
+    write(tmp_path, TUMBLING_10, '{"key": "k", "event_time": 1, "value": 1, '
+          '"watermark_ms": null}', '{"watermark": 9}')
+    assert main(["--pipeline", str(tmp_path / "p.yaml"), "--events", str(tmp_path / "e.jsonl"),
+                 "--quiet", "--final-watermark", "max"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["fired_by"] for line in out] == [{"watermark": 9},
+                                                             {"watermark": 14}]

@@ -8,6 +8,18 @@ aggregates; no engine builds its own variant.
 from __future__ import annotations
 
 from operators.aggregates import NamedAggregates, ProcessWindowFunction
+from operators.composable import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    ComposedTrigger,
+    OrFinally,
+    Part,
+    Repeatedly,
+)
 from operators.evictors import CountEvictor, DeltaEvictor, Evictor, TimeEvictor
 from operators.pipeline import EvictorSpec, PipelineSpec, TriggerSpec, WindowSpec
 from operators.triggers import (
@@ -44,10 +56,33 @@ def build_assigner(spec: WindowSpec) -> WindowAssigner:
     raise ValueError(f"unknown window type {spec.type!r}")
 
 
+def build_part(spec: TriggerSpec) -> Part:
+    """One part of a composable trigger, with its nested parts."""
+    if spec.type == "after_watermark":
+        return AfterWatermark(early=build_part(spec.early) if spec.early else None,
+                              late=build_part(spec.late) if spec.late else None)
+    if spec.type == "after_count":
+        return AfterCount(spec.count or 0)
+    if spec.type == "after_processing_time":
+        return AfterProcessingTime(spec.delay_ms or 0)
+    if spec.type in ("after_any", "after_all", "after_each"):
+        parts = [build_part(t) for t in spec.triggers or ()]
+        return {"after_any": AfterAny, "after_all": AfterAll,
+                "after_each": AfterEach}[spec.type](*parts)
+    if spec.type == "repeatedly" and spec.trigger is not None:
+        return Repeatedly(build_part(spec.trigger))
+    if spec.type == "or_finally" and spec.main is not None and spec.finally_ is not None:
+        return OrFinally(build_part(spec.main), build_part(spec.finally_))
+    raise ValueError(f"trigger type {spec.type!r} is not a complete composable trigger")
+
+
 def build_trigger(spec: TriggerSpec | None, assigner: WindowAssigner) -> Trigger:
     """The configured trigger, or the assigner's default; ``purging`` wraps it."""
     if spec is None:
         return assigner.default_trigger()
+    if spec.is_composable:
+        return ComposedTrigger(build_part(spec),
+                               accumulating=spec.accumulation != "discarding")
     trigger: Trigger
     if spec.type == "event_time":
         trigger = EventTimeTrigger()

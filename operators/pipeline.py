@@ -33,13 +33,23 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
       gap_field: gap_ms                    # session with a dynamic gap read from each event
       offset: 0                            # tumbling, sliding
     trigger:                               # optional; default: the window's default trigger
-      type: event_time                     # event_time | processing_time | count | delta |
-                                           # continuous_event_time | continuous_processing_time
+      type: event_time                     # Flink's: event_time | processing_time | count |
+                                           # delta | continuous_event_time |
+                                           # continuous_processing_time
       count: 100                           # count
       threshold: 10.0                      # delta
       field: value                         # delta
       interval: 10s                        # continuous_*
       purging: false                       # wrap in a purging trigger
+    # or Beam's composable triggers, nested in each other (operators/composable.py):
+    trigger:
+      type: after_watermark                # fire when the watermark passes the window's end
+      early: {type: after_count, count: 2} # optional: repeatedly before it
+      late: {type: after_count, count: 1}  # optional: repeatedly after it (else finished)
+      accumulation: accumulating           # top only: accumulating (default) | discarding
+    #   {type: after_count, count: 3}      {type: after_processing_time, delay: 5s}
+    #   {type: after_any|after_all|after_each, triggers: [...]}
+    #   {type: repeatedly, trigger: {...}} {type: or_finally, main: {...}, finally: {...}}
     evictor:                               # optional
       type: count                          # count | time | delta
       max_count: 10                        # count
@@ -80,7 +90,7 @@ from operators.user_functions import is_user_function, load_user_aggregate
 
 WATERMARK_STRATEGIES = ("bounded_out_of_orderness", "monotonous", "punctuated")
 WINDOW_TYPES = ("tumbling", "sliding", "session", "global")
-TRIGGER_TYPES = (
+FLINK_TRIGGER_TYPES = (
     "event_time",
     "processing_time",
     "count",
@@ -88,6 +98,18 @@ TRIGGER_TYPES = (
     "continuous_event_time",
     "continuous_processing_time",
 )
+COMPOSABLE_TRIGGER_TYPES = (
+    "after_watermark",
+    "after_count",
+    "after_processing_time",
+    "after_any",
+    "after_all",
+    "after_each",
+    "repeatedly",
+    "or_finally",
+)
+"""Beam's composable triggers (operators/composable.py); they nest, and only in each other."""
+TRIGGER_TYPES = FLINK_TRIGGER_TYPES + COMPOSABLE_TRIGGER_TYPES
 EVICTOR_TYPES = ("count", "time", "delta")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "mean")
 
@@ -158,6 +180,10 @@ _Tick = Annotated[int | None, BeforeValidator(_tick), WithJsonSchema({"anyOf": [
     *_duration_schema(1)["anyOf"]]})]
 
 
+def _a(word: str) -> str:
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 # -- settings per kind ----------------------------------------------------------------------------
 
 class _Section:
@@ -213,11 +239,11 @@ class _Section:
         for key in data:
             if key not in own and data[key] is not None:
                 raise _Invalid(
-                    f"{{setting}} does not belong to a {kind} {cls.ONE} (its "
+                    f"{{setting}} does not belong to {_a(kind)} {cls.ONE} (its "
                     f"settings: {', '.join(own)})", str(key))
         for key in cls.REQUIRED.get(kind, ()):
             if data.get(key) is None:
-                raise _Invalid(f"{{setting}} is required for a {kind} {cls.ONE}",
+                raise _Invalid(f"{{setting}} is required for {_a(kind)} {cls.ONE}",
                                key)
         return data
 
@@ -321,35 +347,101 @@ class WindowSpec(_Section):
 
 @dataclass(frozen=True, config=_CONFIG)
 class TriggerSpec(_Section):
-    """When a window emits a pane (operators/triggers.py); ``None`` in a pipeline means the
-    window's default trigger."""
+    """When a window emits a pane; ``None`` in a pipeline means the window's default trigger.
+
+    Flink's triggers (operators/triggers.py) or a tree of Beam's composable triggers
+    (operators/composable.py): ``after_watermark`` with optional ``early`` and ``late``
+    firings, ``after_count``, ``after_processing_time`` (on the ingest clock), ``after_any`` /
+    ``after_all`` / ``after_each`` of ``triggers``, ``repeatedly`` of a ``trigger``,
+    ``or_finally`` of ``main`` until ``finally``. The top of a tree may say
+    ``accumulation: accumulating`` (the default: each pane holds the whole window) or
+    ``discarding`` (each pane holds what arrived since the previous one).
+    """
 
     KIND: ClassVar[str | None] = "type"
     NOUN: ClassVar[str] = "triggers"
     ONE: ClassVar[str] = "trigger"
     KINDS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "event_time": (),
-        "processing_time": (),
-        "count": ("count",),
-        "delta": ("threshold", "field"),
-        "continuous_event_time": ("interval",),
-        "continuous_processing_time": ("interval",),
+        "event_time": ("purging",),
+        "processing_time": ("purging",),
+        "count": ("count", "purging"),
+        "delta": ("threshold", "field", "purging"),
+        "continuous_event_time": ("interval", "purging"),
+        "continuous_processing_time": ("interval", "purging"),
+        "after_watermark": ("early", "late", "accumulation"),
+        "after_count": ("count", "accumulation"),
+        "after_processing_time": ("delay", "accumulation"),
+        "after_any": ("triggers", "accumulation"),
+        "after_all": ("triggers", "accumulation"),
+        "after_each": ("triggers", "accumulation"),
+        "repeatedly": ("trigger", "accumulation"),
+        "or_finally": ("main", "finally", "accumulation"),
     }
     REQUIRED: ClassVar[dict[str, tuple[str, ...]]] = {
         "count": ("count",),
         "delta": ("threshold", "field"),
         "continuous_event_time": ("interval",),
         "continuous_processing_time": ("interval",),
+        "after_count": ("count",),
+        "after_any": ("triggers",),
+        "after_all": ("triggers",),
+        "after_each": ("triggers",),
+        "repeatedly": ("trigger",),
+        "or_finally": ("main", "finally"),
     }
-    COMMON: ClassVar[tuple[str, ...]] = ("purging",)
 
     type: Literal["event_time", "processing_time", "count", "delta", "continuous_event_time",
-                  "continuous_processing_time"] = "event_time"
+                  "continuous_processing_time", "after_watermark", "after_count",
+                  "after_processing_time", "after_any", "after_all", "after_each",
+                  "repeatedly", "or_finally"] = "event_time"
     count: int | None = Field(None, strict=True, ge=1)
     threshold: float | None = Field(None, strict=True)
     field: str | None = None
     interval_ms: _duration(1) | None = Field(None, alias="interval")  # type: ignore[valid-type]
     purging: bool = Field(False, strict=True)
+    early: TriggerSpec | None = None
+    late: TriggerSpec | None = None
+    delay_ms: _duration(0) | None = Field(None, alias="delay")  # type: ignore[valid-type]
+    triggers: tuple[TriggerSpec, ...] | None = Field(None, min_length=1)
+    trigger: TriggerSpec | None = None
+    main: TriggerSpec | None = None
+    finally_: TriggerSpec | None = Field(None, alias="finally")
+    accumulation: Literal["accumulating", "discarding"] | None = None
+
+    @property
+    def is_composable(self) -> bool:
+        return self.type in COMPOSABLE_TRIGGER_TYPES
+
+    @property
+    def parts(self) -> tuple[tuple[str, TriggerSpec], ...]:
+        """The nested triggers with their setting names (``early``, ``triggers[1]``, ...)."""
+        named = [(name, getattr(self, attr)) for name, attr in
+                 (("early", "early"), ("late", "late"), ("trigger", "trigger"),
+                  ("main", "main"), ("finally", "finally_"))]
+        named += [(f"triggers[{i}]", t) for i, t in enumerate(self.triggers or ())]
+        return tuple((name, t) for name, t in named if t is not None)
+
+    @property
+    def uses_processing_time(self) -> bool:
+        """Does any part fire on the ingest clock? (The Spark runtimes refuse those.)"""
+        if self.type in ("processing_time", "continuous_processing_time",
+                         "after_processing_time"):
+            return True
+        return any(t.uses_processing_time for _, t in self.parts)
+
+    @model_validator(mode="after")
+    def _composable_parts(self, info: ValidationInfo) -> TriggerSpec:
+        if not _strict(info):
+            return self
+        for name, part in self.parts:
+            if not part.is_composable:
+                raise _Invalid(f"{{setting}}.type {part.type!r}: only composable triggers "
+                               f"({', '.join(COMPOSABLE_TRIGGER_TYPES)}) nest in "
+                               f"{self.type}", name)
+            if part.accumulation is not None:
+                raise _Invalid("{setting}.accumulation: accumulation belongs to the top of a "
+                               "trigger, not to a nested one", name)
+        return self
 
 
 @dataclass(frozen=True, config=_CONFIG)

@@ -96,6 +96,11 @@ class TriggerContext(Protocol):
         store it there and return it (``None`` when no merged window had it)."""
         ...
 
+    def state_names(self) -> list[str]:
+        """The names of this window's trigger state (in ``on_merge``: of the merged windows'
+        too), for triggers whose state names are not fixed (composable triggers)."""
+        ...
+
 
 class Trigger:
     """Base trigger: never fires. Override the callbacks you need (see the module docs)."""
@@ -110,6 +115,12 @@ class Trigger:
     def on_processing_time(self, time: int, window: TimeWindow,
                            ctx: TriggerContext) -> TriggerResult:
         return CONTINUE
+
+    def is_finished(self, window: TimeWindow, ctx: TriggerContext) -> bool:
+        """Asked after each FIRE: a finished trigger closes the window (its pane is the last,
+        later records are late). Flink's triggers never finish; Beam's can
+        (operators/composable.py)."""
+        return False
 
     def can_merge(self) -> bool:
         return False
@@ -377,6 +388,9 @@ class PurgingTrigger(Trigger):
     def on_processing_time(self, time: int, window: TimeWindow,
                            ctx: TriggerContext) -> TriggerResult:
         return self._purge(self.nested.on_processing_time(time, window, ctx))
+
+    def is_finished(self, window: TimeWindow, ctx: TriggerContext) -> bool:
+        return self.nested.is_finished(window, ctx)
 
     def can_merge(self) -> bool:
         return self.nested.can_merge()

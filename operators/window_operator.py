@@ -39,7 +39,7 @@ from operators.aggregates import AggregateFunction, NamedAggregates, ProcessWind
 from operators.evictors import Element, Evictor
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME, TimerService
-from operators.triggers import Trigger
+from operators.triggers import Trigger, TriggerResult
 from operators.windows import SessionWindows, TimeWindow, WindowAssigner
 
 EARLY = "EARLY"
@@ -106,7 +106,8 @@ class WindowState:
     cleanup; purging empties its contents but keeps the window (and its pane numbering).
     """
 
-    __slots__ = ("contents", "trigger_state", "pane_index", "on_time_done", "window_state")
+    __slots__ = ("contents", "trigger_state", "pane_index", "on_time_done", "closed",
+                 "window_state")
 
     def __init__(self, contents: Any = None) -> None:
         self.contents = contents
@@ -114,11 +115,14 @@ class WindowState:
         self.pane_index = 0
         self.on_time_done = False
         """A non-EARLY pane (ON_TIME or LATE) was emitted: no pane can be ON_TIME any more."""
+        self.closed = False
+        """The trigger finished (a composable trigger, Beam's closed window): the window emits
+        nothing more and its later records are late; it stays only to say so until cleanup."""
         self.window_state: dict[str, Any] | None = None
 
     def to_list(self, window: TimeWindow) -> list[Any]:
         return [window.start, window.end, self.contents, self.trigger_state, self.pane_index,
-                int(self.on_time_done), self.window_state]
+                int(self.on_time_done) | (2 if self.closed else 0), self.window_state]
 
     @classmethod
     def from_list(cls, row: list[Any], buffered: bool) -> tuple[TimeWindow, WindowState]:
@@ -129,6 +133,7 @@ class WindowState:
         state.trigger_state = trigger_state
         state.pane_index = pane_index
         state.on_time_done = bool(flags & 1)
+        state.closed = bool(flags & 2)
         state.window_state = window_state
         return TimeWindow(start, end), state
 
@@ -229,6 +234,12 @@ class _Context:
             ts.pop(name, None)
             if not ts:
                 self.state.trigger_state = None
+
+    def state_names(self) -> list[str]:
+        names = set(self.state.trigger_state or ())
+        for merged in self.merged:
+            names.update(merged.trigger_state or ())
+        return sorted(names)
 
     def merge_state(self, name: str, reduce: Callable[[Any, Any], Any]) -> Any:
         values = [s.trigger_state[name] for s in [self.state, *self.merged]
@@ -421,14 +432,15 @@ class WindowOperator:
             state = all_windows.get(window)
             if state is None:
                 state = all_windows[window] = WindowState()
+            elif state.closed:
+                self._late(key, timestamp, arrival_seq, window)
+                continue
             self._count(arrival_seq, window, window.max_timestamp)
             self._add(state, timestamp, element, arrival_seq)
             result = trigger.on_element(element, timestamp, window,
                                         self._bind(key, window, state, key_state))
-            if result.is_fire:
-                self._emit(key, window, state, key_state, (BY_RECORD, arrival_seq))
-            if result.is_purge:
-                state.contents = None
+            if result:
+                self._apply(result, key, window, state, key_state, (BY_RECORD, arrival_seq))
             if cleanup != MAX_TIMESTAMP:
                 self.timers.register_event_time_timer(key, window, cleanup)
 
@@ -460,14 +472,15 @@ class WindowOperator:
         state = windows.get(actual)
         if state is None:
             state = windows[actual] = WindowState()
+        elif state.closed:  # inside a window whose trigger finished; nothing merged
+            self._late(key, timestamp, arrival_seq, actual)
+            return
         self._count(arrival_seq, actual, actual.max_timestamp)
         self._add(state, timestamp, element, arrival_seq)
         result = self.trigger.on_element(element, timestamp, actual,
                                          self._bind(key, actual, state, key_state))
-        if result.is_fire:
-            self._emit(key, actual, state, key_state, (BY_RECORD, arrival_seq))
-        if result.is_purge:
-            state.contents = None
+        if result:
+            self._apply(result, key, actual, state, key_state, (BY_RECORD, arrival_seq))
         if cleanup != MAX_TIMESTAMP:
             self.timers.register_event_time_timer(key, actual, cleanup)
 
@@ -508,22 +521,40 @@ class WindowOperator:
 
     # -- Flink's onEventTime / onProcessingTime --------------------------------------------------
 
+    def _apply(self, result: TriggerResult, key: str, window: TimeWindow, state: WindowState,
+               key_state: KeyState, fired_by: Firing, *, cleanup: bool = False) -> bool:
+        """Carry out a trigger's FIRE/PURGE (the context is bound to this window); returns
+        whether a pane was emitted. A trigger that says it is finished after firing closes
+        the window: its pane is the last, and the window keeps nothing but the fact."""
+        emitted = False
+        if result.is_fire:
+            finished = self.trigger.is_finished(window, self._ctx)
+            # the cleanup timer's own pane is the last one (with allowed lateness 0 the
+            # end-of-window timer is the cleanup timer)
+            emitted = self._emit(key, window, state, key_state, fired_by,
+                                 final=cleanup or finished)
+            if finished:
+                self.trigger.clear(window, self._bind(key, window, state, key_state))
+                state.closed = True
+                state.contents = None
+                state.trigger_state = None
+        if result.is_purge:
+            state.contents = None
+        return emitted
+
     def on_event_time(self, key: str, key_state: KeyState, window: TimeWindow,
                       timestamp: int) -> None:
         state = key_state.windows.get(window)
         if state is None:
             return  # the window was merged away or cleaned up; a stale trigger timer
         cleanup = timestamp == self.cleanup_time(window)
-        result = self.trigger.on_event_time(timestamp, window,
-                                            self._bind(key, window, state, key_state))
         emitted = False
-        if result.is_fire:
-            # the cleanup timer's own pane is the last one (with allowed lateness 0 the
-            # end-of-window timer is the cleanup timer)
-            emitted = self._emit(key, window, state, key_state, (BY_WATERMARK, timestamp),
-                                 final=cleanup)
-        if result.is_purge:
-            state.contents = None
+        if not state.closed:
+            result = self.trigger.on_event_time(timestamp, window,
+                                                self._bind(key, window, state, key_state))
+            if result:
+                emitted = self._apply(result, key, window, state, key_state,
+                                      (BY_WATERMARK, timestamp), cleanup=cleanup)
         if cleanup:
             if state.contents and not emitted:  # the closing pane
                 self._emit(key, window, state, key_state, (BY_WATERMARK, timestamp), final=True)
@@ -532,14 +563,12 @@ class WindowOperator:
     def on_processing_time(self, key: str, key_state: KeyState, window: TimeWindow,
                            timestamp: int) -> None:
         state = key_state.windows.get(window)
-        if state is None:
+        if state is None or state.closed:
             return
         result = self.trigger.on_processing_time(timestamp, window,
                                                  self._bind(key, window, state, key_state))
-        if result.is_fire:
-            self._emit(key, window, state, key_state, (BY_INGEST_TIME, timestamp))
-        if result.is_purge:
-            state.contents = None
+        if result:
+            self._apply(result, key, window, state, key_state, (BY_INGEST_TIME, timestamp))
 
 
 class WindowDriver:

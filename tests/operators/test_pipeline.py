@@ -182,8 +182,11 @@ def test_json_schema_states_the_rules_the_validation_applies() -> None:
 
 
 def _sample(setting: str) -> object:
+    part = {"type": "after_count", "count": 1}
     return {"count": 2, "max_count": 2, "threshold": 1.5, "field": "v", "punctuation_field": "m",
-            "gap_field": "g", "purging": True, "evict_after": True}.get(setting, 5)
+            "gap_field": "g", "purging": True, "evict_after": True, "early": part,
+            "late": part, "trigger": part, "main": part, "finally": part, "triggers": [part],
+            "accumulation": "discarding"}.get(setting, 5)
 
 
 def _parse_section(section: str, raw: dict) -> PipelineSpec:

@@ -411,11 +411,53 @@ def closed_form_timing(on_time: int, late_within: int, end_reached: bool,
     return "ON_TIME" if on_time_fired and late_within == 0 and not cleanup_reached else "LATE"
 
 
+def composable_trees(depth: int = 2) -> st.SearchStrategy:
+    """Random trees of Beam's composable triggers, as ``(kind, *arguments)`` tuples."""
+    leaves = st.one_of(
+        st.tuples(st.just("after_count"), st.integers(1, 3)),
+        st.tuples(st.just("after_processing_time"), st.integers(0, 5)),
+        st.tuples(st.just("after_watermark")),
+    )
+    if depth == 0:
+        return leaves
+    inner = composable_trees(depth - 1)
+    return st.one_of(
+        leaves,
+        st.tuples(st.just("after_watermark"), st.none() | inner, st.none() | inner),
+        st.tuples(st.sampled_from(["after_any", "after_all", "after_each"]),
+                  st.lists(inner, min_size=1, max_size=2).map(tuple)),
+        st.tuples(st.just("repeatedly"), inner),
+        st.tuples(st.just("or_finally"), inner, inner),
+    )
+
+
+def build_tree(tree: tuple):
+    from operators import composable as c
+
+    kind, *args = tree
+    if kind == "after_count":
+        return c.AfterCount(args[0])
+    if kind == "after_processing_time":
+        return c.AfterProcessingTime(args[0])
+    if kind == "after_watermark":
+        early, late = (args + [None, None])[:2]
+        return c.AfterWatermark(build_tree(early) if early else None,
+                                build_tree(late) if late else None)
+    if kind == "repeatedly":
+        return c.Repeatedly(build_tree(args[0]))
+    if kind == "or_finally":
+        return c.OrFinally(build_tree(args[0]), build_tree(args[1]))
+    parts = [build_tree(t) for t in args[0]]
+    return {"after_any": c.AfterAny, "after_all": c.AfterAll, "after_each": c.AfterEach}[kind](
+        *parts)
+
+
 def _configured_operator(draw) -> callable:
     """A factory of window operators over every configuration: merging or not, buffered or
     not, every trigger (the processing-time ones on the ingest clock, which the replay command
     runs; the ingest clock here, the arrival position, soon passes the windows' ends), purging,
     evictors."""
+    from operators.composable import ComposedTrigger
     from operators.evictors import CountEvictor, TimeEvictor
     from operators.triggers import (
         ContinuousEventTimeTrigger,
@@ -429,7 +471,10 @@ def _configured_operator(draw) -> callable:
 
     assigner = draw(assigners)
     trigger_kind = draw(st.sampled_from(["event_time", "count", "continuous", "delta",
-                                         "processing_time", "continuous_processing_time"]))
+                                         "processing_time", "continuous_processing_time",
+                                         "composable", "composable"]))
+    tree = draw(composable_trees())
+    accumulating = draw(st.booleans())
     count = draw(st.integers(1, 3))
     interval = draw(st.integers(1, 6))
     purging = draw(st.booleans())
@@ -443,8 +488,11 @@ def _configured_operator(draw) -> callable:
                    "delta": lambda: DeltaTrigger.on_field(2, "v"),
                    "processing_time": ProcessingTimeTrigger,
                    "continuous_processing_time": lambda: ContinuousProcessingTimeTrigger(
-                       interval)}[trigger_kind]()
-        if purging:
+                       interval),
+                   "composable": lambda: ComposedTrigger(build_tree(tree),
+                                                         accumulating=accumulating),
+                   }[trigger_kind]()
+        if purging and trigger_kind != "composable":
             trigger = PurgingTrigger(trigger)
         evictor = {None: None, "count": CountEvictor(2), "time": TimeEvictor(3)}[evictor_kind]
         if buffered:

@@ -385,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--final-watermark", type=_final_watermark, metavar="MS|max",
                         help="advance the watermark to this after the last line (end of "
                              "input): fires what it makes due")
+    parser.add_argument("--transcript", type=Path,
+                        help="run a test transcript (docs/replay.md) and print its first "
+                             "divergence; exit 1 if it diverges")
     parser.add_argument("--quiet", action="store_true", help="no summary on stderr")
     return parser
 
@@ -396,8 +399,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, file=sys.stderr)
 
+    if args.transcript is not None:
+        if args.pipeline or args.events:
+            parser.error("--transcript runs on its own (it holds the pipeline and the steps)")
+        from operators.transcript import main_transcript  # it imports this module
+
+        return main_transcript(args.transcript, say)
     if args.pipeline is None or args.events is None:
-        parser.error("--pipeline and --events are required")
+        parser.error("--pipeline and --events are required (or --transcript)")
     try:
         spec, recorded_only = load_replay_pipeline(args.pipeline)
         driver = build_driver(spec)  # combinations the operator refuses (say a delta trigger

@@ -1,6 +1,9 @@
-"""The window operator on hand-made streams: Flink's tricky cases, one by one.
+"""The window operator on hand-made streams: what needs Python to say (user-defined triggers
+and functions, evictors, metrics, snapshots, invalid configurations).
 
-Expected values are worked out from the definitions in docs/semantics.md in the comments.
+The pane-by-pane cases of the built-in windows and triggers are transcripts
+(tests/operators/transcripts/, run by test_transcripts.py); expected values here are worked
+out from the definitions in docs/semantics.md in the comments.
 """
 
 from __future__ import annotations
@@ -14,17 +17,14 @@ from operators.evictors import CountEvictor, TimeEvictor
 from operators.time import MIN_WATERMARK
 from operators.triggers import (
     ContinuousEventTimeTrigger,
-    ContinuousProcessingTimeTrigger,
     CountTrigger,
     DeltaTrigger,
     EventTimeTrigger,
-    ProcessingTimeTrigger,
-    PurgingTrigger,
     Trigger,
     TriggerResult,
 )
 from operators.window_operator import WindowOperator
-from operators.windows import GlobalWindows, SessionWindows, SlidingWindows, TumblingWindows
+from operators.windows import SessionWindows, TumblingWindows
 from tests.operators.ops_helpers import brief, count_sum, run
 
 M = MIN_WATERMARK
@@ -35,16 +35,6 @@ def tumbling(lateness: int = 0, trigger: Trigger | None = None, **kw) -> WindowO
                           allowed_lateness=lateness, **kw)
 
 
-def test_record_exactly_at_the_watermark() -> None:
-    # Window [0,10) has max_timestamp 9. With lateness 0 it is late once 9 <= W.
-    panes, late, _ = run(tumbling(), [
-        ("k", 9, 1, 8),    # 9 > 8: on time
-        ("k", 9, 2, 9),    # fires [0,10) first (timer 9 <= 9), then the record is late
-        ("k", 10, 3, 10),  # event_time == watermark, but [10,20) ends at 19 > 10: on time
-    ])
-    assert brief(panes) == [("k", 0, 10, 0, "ON_TIME", True, 1, 1)]
-    assert [(r.event_time_ms, r.arrival_seq, r.watermark_ms, r.window_start, r.window_end)
-            for r in late] == [(9, 1, 9, 0, 10)]
 
 
 def test_lateness_zero_emits_one_final_on_time_pane_and_drops_later_records() -> None:
@@ -77,151 +67,34 @@ def test_allowed_lateness_late_panes_then_closing_pane() -> None:
     assert driver.operator.metrics["late_within_lateness"] == 2
 
 
-def test_watermark_jumping_past_cleanup_still_closes_with_the_cleanup_timer() -> None:
-    panes, _, _ = run(tumbling(lateness=5), [("k", 1, 1, M), ("k", 50, 1, 100)])
-    # timers 9 and 14 fire in one pass at W=100: the end-of-window pane is not the cleanup
-    # timer's, so it is not last; the cleanup timer emits the closing pane (is_last is tied to
-    # the cleanup timer, not to the watermark at firing)
-    assert brief(panes) == [("k", 0, 10, 0, "ON_TIME", False, 1, 1),
-                            ("k", 0, 10, 1, "LATE", True, 1, 1)]
 
 
-def test_window_created_by_a_late_within_lateness_record_is_late_then_closes() -> None:
-    panes, _, driver = run(tumbling(lateness=5), [("k", 30, 0, 11), ("k", 3, 1, 11),
-                                                  ("k", 31, 0, 20)])
-    # [0,10) first exists at W=11 > 9: the record fires it at once. The watermark did not
-    # fire it by reaching the window's end, so even its first pane is LATE (Beam's PaneInfo:
-    # an element-fired pane is never ON_TIME; issue 16)
-    assert brief(panes) == [("k", 0, 10, 0, "LATE", False, 1, 1),
-                            ("k", 0, 10, 1, "LATE", True, 1, 1)]
-    assert driver.operator.metrics["late_within_lateness"] == 1
 
 
-def test_window_ending_at_the_largest_timestamp_fires_like_any_other() -> None:
-    """Tumbling 1000 with offset 807 has a window ending exactly at MAX_TIMESTAMP: its max
-    timestamp is ``end - 1`` (Flink's), so it fires when the watermark reaches it; only the
-    global window ``[MIN_WATERMARK, MAX_TIMESTAMP)`` never ends."""
-    from operators.time import MAX_TIMESTAMP
-
-    op = WindowOperator(TumblingWindows(1000, 807), aggregate=count_sum())
-    t = MAX_TIMESTAMP - 5
-    assert op.assigner.assign(t, None)[0].end == MAX_TIMESTAMP
-    panes, late, _ = run(op, [("k", t, 1, M), ("z", 0, 0, MAX_TIMESTAMP - 1)])
-    assert brief(panes) == [("k", MAX_TIMESTAMP - 1000, MAX_TIMESTAMP, 0, "ON_TIME", True, 1,
-                             1)]
-    assert [r.key for r in late] == ["z"]  # 0 is far behind that watermark
 
 
-def test_sliding_late_rows_per_missed_window() -> None:
-    op = WindowOperator(SlidingWindows(10, 5), aggregate=count_sum())
-    panes, late, _ = run(op, [("k", 7, 1, M), ("k", 7, 2, 10)])
-    # t=7 is in [0,10) (max 9 <= 10: late) and [5,15) (max 14 > 10: on time)
-    assert [(r.window_start, r.window_end) for r in late] == [(0, 10)]
-    assert brief(panes) == [("k", 0, 10, 0, "ON_TIME", True, 1, 1)]
-    assert op.timers.timers()  # [5,15) is still pending
 
 
-def test_timers_at_the_same_timestamp_fire_by_key_then_window() -> None:
-    op = WindowOperator(SlidingWindows(10, 5), aggregate=count_sum())
-    panes, _, _ = run(op, [("b", 7, 1, M), ("a", 7, 1, M), ("b", 1, 1, M), ("z", 100, 0, 50)])
-    assert [(p.key, p.window_start) for p in panes] == [
-        ("b", -5),            # timestamp 4
-        ("a", 0), ("b", 0),   # timestamp 9: a before b
-        ("a", 5), ("b", 5),   # timestamp 14
-    ]
 
 
-def test_purging_trigger_fires_and_purges_repeatedly() -> None:
-    op = tumbling(trigger=PurgingTrigger(CountTrigger(2)))
-    panes, _, driver = run(op, [("k", i, i, M) for i in range(5)] + [("k", 20, 0, 30)])
-    # fires at the 2nd and 4th element, emptying the window; the 5th stays until cleanup,
-    # where the closing pane carries it alone
-    assert brief(panes) == [("k", 0, 10, 0, "EARLY", False, 2, 1),
-                            ("k", 0, 10, 1, "EARLY", False, 2, 5),
-                            ("k", 0, 10, 2, "ON_TIME", True, 1, 4)]
 
 
-def test_purge_then_nothing_left_means_no_closing_pane() -> None:
-    op = tumbling(trigger=PurgingTrigger(CountTrigger(2)))
-    panes, _, _ = run(op, [("k", 1, 1, M), ("k", 2, 1, M), ("k", 20, 0, 30)])
-    assert [p.pane_index for p in panes] == [0]
 
 
-def test_purging_event_time_trigger_with_lateness() -> None:
-    op = tumbling(lateness=5, trigger=PurgingTrigger(EventTimeTrigger()))
-    panes, _, _ = run(op, [("k", 1, 1, M), ("k", 2, 2, 9), ("k", 3, 4, 10), ("k", 50, 0, 14)])
-    # each pane carries only what arrived since the previous one; after the last purge the
-    # window is empty at cleanup, so there is no closing pane
-    assert brief(panes) == [("k", 0, 10, 0, "ON_TIME", False, 1, 1),
-                            ("k", 0, 10, 1, "LATE", False, 1, 2),
-                            ("k", 0, 10, 2, "LATE", False, 1, 4)]
 
 
-def test_count_trigger_accumulates_without_purging() -> None:
-    op = tumbling(trigger=CountTrigger(2))
-    panes, _, _ = run(op, [("k", i, 1, M) for i in range(4)])
-    assert [(p.values["n"], p.timing) for p in panes] == [(2, "EARLY"), (4, "EARLY")]
 
 
-def test_delta_trigger() -> None:
-    op = WindowOperator(GlobalWindows(), DeltaTrigger.on_field(5, "v"), aggregate=count_sum())
-    panes, _, _ = run(op, [("k", 1, 10, M), ("k", 2, 14, M), ("k", 3, 16, M), ("k", 4, 20, M),
-                           ("k", 5, 22, M)])
-    # remembered 10; 16-10 > 5 fires (remember 16); 22-16 > 5 fires
-    assert [p.values["n"] for p in panes] == [3, 5]
-    assert all(p.timing == "EARLY" and not p.is_last for p in panes)
 
 
-def test_global_window_default_trigger_never_fires() -> None:
-    op = WindowOperator(GlobalWindows(), aggregate=count_sum())
-    panes, late, _ = run(op, [("k", 1, 1, M), ("k", 2, 1, 10**12)])
-    assert panes == [] and late == []
 
 
-def test_continuous_event_time_trigger_fires_early_panes() -> None:
-    op = WindowOperator(TumblingWindows(100), ContinuousEventTimeTrigger(30),
-                        aggregate=count_sum())
-    panes, _, _ = run(op, [("k", 5, 1, M), ("k", 40, 1, 29), ("k", 50, 1, 30),
-                           ("k", 70, 1, 60), ("k", 200, 1, 99)])
-    # first element at 5 schedules 30; then 60, 90 and 99 (the end). At W=99 the timers 90
-    # and 99 fire in one pass. Timing is judged on the key's clock, which a timer moves to
-    # its own timestamp: the pane of timer 90 is EARLY (90 < 99) whatever the watermark that
-    # fired it; the pane of timer 99 is ON_TIME and, 99 being the cleanup time, the last.
-    assert [(p.values["n"], p.timing, p.is_last) for p in panes] == [
-        (2, "EARLY", False), (3, "EARLY", False), (4, "EARLY", False), (4, "ON_TIME", True)]
 
 
-def test_processing_time_trigger_uses_the_ingest_clock() -> None:
-    op = tumbling(trigger=ProcessingTimeTrigger())
-    panes, _, _ = run(op, [("k", 1, 1, M, 0), ("k", 2, 1, M, 5), ("x", 0, 0, M, 9),
-                           ("x", 0, 0, M, 9)])
-    # k's processing-time timer at 9 fires before the record ingested at 9; x's window
-    # registers a timer at 9 that is already due at ingest time 9: it fires before the next
-    # record, not at once
-    assert [(p.key, p.values["n"], p.timing) for p in panes] == [("k", 2, "EARLY"),
-                                                                  ("x", 1, "EARLY")]
 
 
-def test_continuous_processing_time_trigger() -> None:
-    op = WindowOperator(TumblingWindows(100), ContinuousProcessingTimeTrigger(10),
-                        aggregate=count_sum())
-    panes, _, _ = run(op, [("k", 1, 1, M, 3), ("k", 2, 1, M, 12), ("k", 3, 1, M, 25)])
-    # first element at ingest 3 schedules 10; firing at 10 schedules 20
-    assert [(p.values["n"]) for p in panes] == [1, 2]
 
 
-def test_continuous_processing_time_trigger_after_the_ingest_clock_passed_the_window() -> None:
-    """The ingest clock usually runs ahead of event time: once it is past the window's max
-    timestamp the next firing is capped there, already due. It fires once, and each later
-    element fires once more; no endless re-firing (this used to hang)."""
-    op = WindowOperator(TumblingWindows(100), ContinuousProcessingTimeTrigger(30),
-                        aggregate=count_sum())
-    panes, _, _ = run(op, [("k", 10, 1, M, 10), ("k", 20, 1, M, 50), ("k", 30, 1, M, 200),
-                           ("k", 40, 1, M, 260), ("x", 0, 0, M, 400)])
-    # 30 fires at ingest 50 (n=1, before the record at 50); 60 and 90 at 200 (n=2, twice)
-    # then 99, the cap, once; the record at 200 starts again at 99 (due: fires n=3 before
-    # the record at 260), the record at 260 once more (n=4, at ingest 400)
-    assert [p.values["n"] for p in panes if p.key == "k"] == [1, 2, 2, 2, 3, 4]
 
 
 class BothClocks(Trigger):
@@ -256,49 +129,12 @@ def test_event_time_timers_fire_before_processing_time_timers() -> None:
                                                   ("a", "LATE"), ("b", "LATE")]
 
 
-def test_session_windows_merge_and_fire() -> None:
-    op = WindowOperator(SessionWindows(5), aggregate=count_sum(), allowed_lateness=0)
-    panes, late, _ = run(op, [("k", 0, 1, M), ("k", 3, 2, M), ("k", 8, 4, M),  # [0,13)
-                              ("k", 20, 8, M), ("k", 100, 0, 30)])
-    assert brief(panes) == [("k", 0, 13, 0, "ON_TIME", True, 3, 7),
-                            ("k", 20, 25, 0, "ON_TIME", True, 1, 8)]
-    assert late == []
 
 
-def test_touching_sessions_merge_as_in_flink() -> None:
-    op = WindowOperator(SessionWindows(5), aggregate=count_sum())
-    panes, _, _ = run(op, [("k", 0, 1, M), ("k", 5, 2, M), ("k", 100, 0, 50)])
-    assert [(p.window_start, p.window_end, p.values["n"]) for p in panes] == [(0, 10, 2)]
 
 
-def test_late_within_lateness_record_bridges_two_sessions() -> None:
-    op = WindowOperator(SessionWindows(5), aggregate=count_sum(), allowed_lateness=20)
-    panes, late, _ = run(op, [
-        ("k", 0, 1, M),    # [0,5)
-        ("k", 9, 2, M),    # [9,14)
-        ("k", 40, 0, 15),  # fires [0,5) (max 4) and [9,14) (max 13) on time, not final
-        ("k", 4, 4, 15),   # [4,9) touches both: merged [0,14) (max 13 <= 15: fires now)
-        ("k", 60, 0, 40),  # cleanup of [0,14) at 33: closing pane
-    ])
-    # the merged window is a new window, but the late record fired it, not the watermark
-    # reaching its end: LATE from its first pane on
-    assert brief(panes) == [
-        ("k", 0, 5, 0, "ON_TIME", False, 1, 1),
-        ("k", 9, 14, 0, "ON_TIME", False, 1, 2),
-        ("k", 0, 14, 0, "LATE", False, 3, 7),
-        ("k", 0, 14, 1, "LATE", True, 3, 7),
-    ]
-    assert late == []
 
 
-def test_session_opened_by_a_late_record_is_late() -> None:
-    op = WindowOperator(SessionWindows(5), aggregate=count_sum(), allowed_lateness=20)
-    panes, late, _ = run(op, [("k", 50, 1, M), ("k", 10, 2, 20), ("k", 90, 0, 40)])
-    # at W=20 [10,15) (max 14) is past its end but within lateness: the record opens it and
-    # fires it (LATE); the cleanup timer at 34 closes it (LATE, last)
-    assert brief(panes) == [("k", 10, 15, 0, "LATE", False, 1, 2),
-                            ("k", 10, 15, 1, "LATE", True, 1, 2)]
-    assert late == []
 
 
 def test_record_late_for_its_own_session_joins_a_live_one() -> None:

@@ -11,9 +11,12 @@ Why it looks like this:
   that is already due simply pops next in the same pass.
 * Millions of timers must stay cheap: like Flink's ``HeapPriorityQueueSet`` there is a heap for
   order and a hash index for membership (here a heap of distinct timestamps, each with a small
-  heap of its timers, since window timers cluster on window ends). Deletes are lazy (the entry
-  becomes stale and is skipped when popped); everything is rebuilt when stale entries outnumber
-  live ones, so memory stays bounded. The membership index is kept per key, which also gives
+  heap of its timers, since window timers cluster on window ends). Many registrations between
+  two firings (a restore, a bulk load, a batch of records) are instead sorted at once with
+  numpy into a sorted run that firing walks through: per timer that is a fraction of a heap
+  push and pop in Python. Deletes are lazy (the entry becomes stale and is skipped when
+  popped); everything is rebuilt when stale entries outnumber live ones, so memory stays
+  bounded. The membership index is kept per key, which also gives
   the per-key export/import a Spark runtime needs to keep one key's timers in that key's state.
 * Serialisation is plain: timers become flat lists of ints, JSON-able, per key (what a
   per-key runtime keeps in that key's state) or for the whole service.
@@ -41,25 +44,72 @@ VOID_NAMESPACE: Namespace = (0, 0)
 _Entry = tuple[int, str, int, int]
 
 
+_BULK = 512
+"""Registrations piling up between two firings are sorted as one batch (a *run*) from this
+many on; fewer go one by one into the timestamp heap."""
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _sorted_run(entries: list[_Entry]) -> list[_Entry] | None:
+    """``sorted(entries)`` by a numpy argsort of the timestamps, ties (rare) sorted as tuples
+    in place; ``None`` when many timers share timestamps (window ends of many keys) or an int
+    does not fit in 64 bits: the per-timestamp buckets order those more cheaply."""
+    n = len(entries)
+    sample = entries[:256]
+    if len({e[0] for e in sample}) < len(sample) - len(sample) // 16:
+        return None  # clustered timestamps: not worth sorting to find out
+    import numpy as np
+
+    try:
+        stamps = np.fromiter((e[0] for e in entries), np.int64, n)
+    except OverflowError:
+        return None
+    order = np.argsort(stamps, kind="stable")
+    ordered = stamps[order]
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1]).tolist() if n > 1 else []
+    if len(tied) > n // 16:
+        return None
+    result = list(map(entries.__getitem__, order.tolist()))
+    first = 0
+    while first < len(tied):  # each group of equal timestamps, by (key, namespace)
+        last = first
+        while last + 1 < len(tied) and tied[last + 1] == tied[last] + 1:
+            last += 1
+        lo, hi = tied[first], tied[last] + 2
+        result[lo:hi] = sorted(result[lo:hi])
+        first = last + 1
+    return result
+
+
 class _TimerQueue:
-    """One kind of timers: a heap of distinct timestamps, per timestamp a heap of entries, and
-    a per-key set index for membership.
+    """One kind of timers: a sorted run for bulk registrations, a heap of distinct timestamps
+    with per timestamp a heap of entries for the others, and a per-key set index for
+    membership.
 
     Timers of windowed operators cluster on few timestamps (every key's window ends at the
     same instant), and even when they do not, ordering plain ints is much cheaper than ordering
     tuples; ties are then ordered by ``(key, namespace)`` within the timestamp's own heap.
+    Registrations are first *staged*; at the next firing (or look at the head) they are
+    settled: a large batch is sorted at once into the run (numpy, see :func:`_sort_entries`),
+    merged with what is left of the previous run; a few go into the heaps one by one. Firing
+    takes the smaller head of the run and the heaps, so the order is the same either way.
     Invariant: a timestamp is in ``_times`` exactly when it has a bucket (maybe empty or
-    holding only deleted entries, which are skipped lazily).
+    holding only deleted entries, which are skipped lazily); ``_run[_pos:]`` is sorted.
     """
 
-    __slots__ = ("_times", "_buckets", "_by_key", "_size", "_stored")
+    __slots__ = ("_times", "_buckets", "_by_key", "_size", "_stored", "_staged", "_run",
+                 "_pos")
 
     def __init__(self) -> None:
         self._times: list[int] = []
         self._buckets: dict[int, list[_Entry]] = {}
         self._by_key: dict[str, set[_Entry]] = {}
         self._size = 0
-        self._stored = 0  # entries in buckets, live or deleted
+        self._stored = 0  # entries staged, in the run or in buckets, live or deleted
+        self._staged: list[_Entry] = []
+        self._run: list[_Entry] = []
+        self._pos = 0
 
     def __len__(self) -> int:
         return self._size
@@ -72,12 +122,7 @@ class _TimerQueue:
         elif entry in members:
             return False
         members.add(entry)
-        bucket = self._buckets.get(timestamp)
-        if bucket is None:
-            self._buckets[timestamp] = [entry]
-            heapq.heappush(self._times, timestamp)
-        else:
-            heapq.heappush(bucket, entry)
+        self._staged.append(entry)
         self._size += 1
         self._stored += 1
         return True
@@ -102,27 +147,140 @@ class _TimerQueue:
         members = self._by_key.get(key)
         return members is not None and (timestamp, key, start, end) in members
 
+    def _settle(self) -> None:
+        """Order the staged registrations (see the class docs)."""
+        staged = self._staged
+        self._staged = []
+        rest = len(self._run) - self._pos
+        if len(staged) >= _BULK and 4 * len(staged) >= rest:
+            run = _sorted_run(staged + self._run[self._pos:] if rest else staged)
+            if run is not None:
+                self._run = run
+                self._pos = 0
+                return
+        self._to_buckets(staged)
+
+    def _to_buckets(self, staged: list[_Entry]) -> None:
+        buckets = self._buckets
+        times = self._times
+        for entry in staged:
+            bucket = buckets.get(entry[0])
+            if bucket is None:
+                buckets[entry[0]] = [entry]
+                heapq.heappush(times, entry[0])
+            else:
+                heapq.heappush(bucket, entry)
+
     def _rebuild(self) -> None:
+        """Everything live afresh (one sorted run, or the buckets); stale copies go."""
+        live = [entry for members in self._by_key.values() for entry in members]
+        self._run = []
+        self._pos = 0
+        self._staged = []
+        self._buckets = {}
+        self._times = []
+        self._stored = self._size
+        run = _sorted_run(live) if len(live) >= _BULK else None
+        if run is not None:
+            self._run = run
+            return
         buckets: dict[int, list[_Entry]] = {}
-        for members in self._by_key.values():
-            for entry in members:
-                bucket = buckets.get(entry[0])
-                if bucket is None:
-                    buckets[entry[0]] = [entry]
-                else:
-                    bucket.append(entry)
+        for entry in live:
+            bucket = buckets.get(entry[0])
+            if bucket is None:
+                buckets[entry[0]] = [entry]
+            else:
+                bucket.append(entry)
         for bucket in buckets.values():
             heapq.heapify(bucket)
         self._buckets = buckets
         self._times = list(buckets)
         heapq.heapify(self._times)
-        self._stored = self._size
+
+    def _head(self, limit: int | None) -> _Entry | None:
+        """The smallest live timer; with a ``limit``, removed from the queue and returned only
+        if its timestamp is at most ``limit``. Deleted entries on the way are dropped."""
+        if self._staged:
+            self._settle()
+        by_key = self._by_key
+        run = self._run
+        pos = self._pos
+        end = len(run)
+        while pos < end:  # skip deleted entries at the head of the run
+            entry = run[pos]
+            members = by_key.get(entry[1])
+            if members is not None and entry in members:
+                break
+            pos += 1
+            self._stored -= 1
+        if pos == end and end:
+            self._run = run = []
+            pos = end = 0
+        self._pos = pos
+        times = self._times
+        buckets = self._buckets
+        while times:  # the heaps' smallest live entry
+            bucket = buckets[times[0]]
+            while bucket:
+                entry = bucket[0]
+                members = by_key.get(entry[1])
+                if members is not None and entry in members:
+                    break
+                heapq.heappop(bucket)
+                self._stored -= 1
+            if bucket:
+                break
+            del buckets[heapq.heappop(times)]
+        from_run = not times or (pos < end and run[pos] < buckets[times[0]][0])
+        if from_run and pos == end:
+            return None
+        entry = run[pos] if from_run else buckets[times[0]][0]
+        if limit is None:
+            return entry
+        if entry[0] > limit:
+            return None
+        if from_run:
+            self._pos = pos + 1
+        else:
+            heapq.heappop(buckets[times[0]])
+        self._stored -= 1
+        members = by_key[entry[1]]
+        members.remove(entry)
+        if not members:
+            del by_key[entry[1]]
+        self._size -= 1
+        return entry
 
     def pop_due(self, limit: int) -> _Entry | None:
         """Remove and return the smallest live timer with ``timestamp <= limit``."""
-        times = self._times
-        buckets = self._buckets
+        if self._staged:
+            self._settle()
         by_key = self._by_key
+        if self._pos < len(self._run):
+            if self._times:
+                return self._head(limit)
+            run = self._run  # only a sorted run (a bulk registration being fired)
+            pos = self._pos
+            while pos < len(run):
+                entry = run[pos]
+                if entry[0] > limit:
+                    self._pos = pos
+                    return None
+                pos += 1
+                self._stored -= 1
+                members = by_key.get(entry[1])
+                if members is not None and entry in members:
+                    self._pos = pos
+                    members.remove(entry)
+                    if not members:
+                        del by_key[entry[1]]
+                    self._size -= 1
+                    return entry
+            self._run = []
+            self._pos = 0
+            return None
+        times = self._times  # only the timestamp heap
+        buckets = self._buckets
         while times and times[0] <= limit:
             timestamp = times[0]
             bucket = buckets[timestamp]
@@ -142,26 +300,18 @@ class _TimerQueue:
 
     def peek(self) -> _Entry | None:
         """The smallest live timer, dropping deleted entries on the way."""
-        times = self._times
-        buckets = self._buckets
-        by_key = self._by_key
-        while times:
-            timestamp = times[0]
-            bucket = buckets[timestamp]
-            while bucket:
-                entry = bucket[0]
-                members = by_key.get(entry[1])
-                if members is not None and entry in members:
-                    return entry
-                heapq.heappop(bucket)
-                self._stored -= 1
-            heapq.heappop(times)
-            del buckets[timestamp]
-        return None
+        return self._head(None)
 
     def first_time(self) -> int | None:
-        """The smallest stored timestamp (maybe of a deleted timer): a cheap lower bound."""
-        return self._times[0] if self._times else None
+        """A cheap lower bound of the smallest timestamp (maybe of a deleted timer)."""
+        if self._staged:
+            self._settle()
+        first = self._times[0] if self._times else None
+        if self._pos < len(self._run):
+            head = self._run[self._pos][0]
+            if first is None or head < first:
+                first = head
+        return first
 
     def entries(self) -> list[_Entry]:
         return sorted(entry for members in self._by_key.values() for entry in members)

@@ -168,3 +168,51 @@ def test_many_deletes_keep_the_heap_bounded() -> None:
     assert service._event._stored <= 2 * 2500 + 1024
     fired = [ts for _, ts, _, _ in service.iter_due(10**9, 0)]
     assert fired == list(range(1, 5000, 2))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([10, 3_000, 60_000, 10**12]),
+       st.sampled_from([1, 64, 512]))
+def test_bulk_registrations_fire_in_the_same_order(seed: int, spread: int, bulk: int) -> None:
+    """Thousands of timers registered between two firings take the sorted-run path (numpy);
+    interleaved with deletes, re-registrations and timers registered while firing (which go
+    through the heaps), the firing order is still that of the sorted model. ``spread`` makes
+    shared timestamps everywhere (10, 3,000: the buckets order them), rare (60,000: a few
+    tied groups inside a run) or absent; ``bulk`` moves the threshold between the paths."""
+    import random
+
+    from operators import timers as module
+
+    rng = random.Random(seed)
+    saved, module._BULK = module._BULK, bulk
+    try:
+        service = TimerService()
+        model: set[tuple] = set()
+        keys = [f"k{i}" for i in range(30)]
+        for _ in range(3):
+            for _ in range(rng.randrange(500, 2_000)):
+                ts, key = rng.randrange(spread), rng.choice(keys)
+                ns = (ts - ts % 7, ts - ts % 7 + 7)
+                service.register_event_time_timer(key, ns, ts)
+                model.add((EVENT_TIME, ts, key, ns))
+            for timer in rng.sample(sorted(model), len(model) // 10):
+                service.delete_event_time_timer(timer[2], timer[3], timer[1])
+                model.discard(timer)
+            for timer in rng.sample(sorted(model), len(model) // 20):  # register again: kept
+                service.register_event_time_timer(timer[2], timer[3], timer[1])
+            watermark = rng.randrange(spread)
+            fired = []
+            for timer in service.iter_due(watermark, MIN_WATERMARK):
+                assert timer in model  # never a deleted or unknown timer
+                fired.append(timer)
+                model.discard(timer)
+                if rng.random() < 0.05:  # a callback registers a due and a later timer
+                    for later in (timer[1], timer[1] + rng.randrange(spread)):
+                        service.register_event_time_timer("z", (0, 7), later)
+                        model.add((EVENT_TIME, later, "z", (0, 7)))
+            assert fired == sorted(fired)
+            assert all(t[1] > watermark for t in model)
+            assert service.timers() == sorted(model)
+            assert len(service) == len(model)
+    finally:
+        module._BULK = saved

@@ -138,6 +138,47 @@ def streams(draw: st.DrawFn) -> list[tuple]:
 lateness_values = st.sampled_from([0, 0, 1, 5, 17])
 
 
+def composable_trees(depth: int = 2) -> st.SearchStrategy:
+    """Random trees of Beam's composable triggers, as ``(kind, *arguments)`` tuples."""
+    leaves = st.one_of(
+        st.tuples(st.just("after_count"), st.integers(1, 3)),
+        st.tuples(st.just("after_processing_time"), st.integers(0, 5)),
+        st.tuples(st.just("after_watermark")),
+    )
+    if depth == 0:
+        return leaves
+    inner = composable_trees(depth - 1)
+    return st.one_of(
+        leaves,
+        st.tuples(st.just("after_watermark"), st.none() | inner, st.none() | inner),
+        st.tuples(st.sampled_from(["after_any", "after_all", "after_each"]),
+                  st.lists(inner, min_size=1, max_size=2).map(tuple)),
+        st.tuples(st.just("repeatedly"), inner),
+        st.tuples(st.just("or_finally"), inner, inner),
+    )
+
+
+def build_tree(tree: tuple):
+    from operators import composable as c
+
+    kind, *args = tree
+    if kind == "after_count":
+        return c.AfterCount(args[0])
+    if kind == "after_processing_time":
+        return c.AfterProcessingTime(args[0])
+    if kind == "after_watermark":
+        early, late = (args + [None, None])[:2]
+        return c.AfterWatermark(build_tree(early) if early else None,
+                                build_tree(late) if late else None)
+    if kind == "repeatedly":
+        return c.Repeatedly(build_tree(args[0]))
+    if kind == "or_finally":
+        return c.OrFinally(build_tree(args[0]), build_tree(args[1]))
+    parts = [build_tree(t) for t in args[0]]
+    return {"after_any": c.AfterAny, "after_all": c.AfterAll, "after_each": c.AfterEach}[kind](
+        *parts)
+
+
 def late_rows(late: list) -> list[tuple]:
     return [(r.key, r.event_time_ms, r.arrival_seq, r.watermark_ms, r.window_start,
              r.window_end) for r in late]
@@ -327,16 +368,26 @@ def test_purging_count_trigger_matches_reference(records, slide, factor, count,
     assert brief(panes) == reference_purging_count(records, lateness, size, slide, count)
 
 
-@settings(max_examples=100, deadline=None)
-@given(streams(), assigners, lateness_values, st.data())
+@settings(max_examples=150, deadline=None)
+@given(streams(), assigners, lateness_values, st.none() | composable_trees(), st.booleans(),
+       st.data())
 def test_firing_due_timers_late_at_batch_boundaries_changes_nothing(records, assigner,
-                                                                    lateness, data) -> None:
+                                                                    lateness, tree,
+                                                                    accumulating, data) -> None:
     """A micro-batch runtime learns that a key's timers are due only at batch boundaries (or
     at the key's next record). Pane fields depend only on the key's records and timers, so
-    firing them late, with whatever larger watermark the batch ended at, gives the same panes.
-    """
+    firing them late, with whatever larger watermark the batch ended at, gives the same panes;
+    with the default trigger and with Beam's composable triggers on event time (what the
+    Spark runtimes run; processing-time parts are refused there)."""
+    from operators.composable import ComposedTrigger
+
+    if tree is not None and build_tree(tree).uses_processing_time():
+        tree = None
+
     def new_driver() -> WindowDriver:
-        return WindowDriver(WindowOperator(assigner, aggregate=count_sum(),
+        trigger = (ComposedTrigger(build_tree(tree), accumulating=accumulating)
+                   if tree is not None else None)
+        return WindowDriver(WindowOperator(assigner, trigger, aggregate=count_sum(),
                                            allowed_lateness=lateness))
 
     whole, whole_late, _ = run(new_driver().operator, records)
@@ -409,47 +460,6 @@ def closed_form_timing(on_time: int, late_within: int, end_reached: bool,
     no closing pane). Every other latest pane is LATE (standard windows have no EARLY pane)."""
     on_time_fired = on_time > 0 and end_reached
     return "ON_TIME" if on_time_fired and late_within == 0 and not cleanup_reached else "LATE"
-
-
-def composable_trees(depth: int = 2) -> st.SearchStrategy:
-    """Random trees of Beam's composable triggers, as ``(kind, *arguments)`` tuples."""
-    leaves = st.one_of(
-        st.tuples(st.just("after_count"), st.integers(1, 3)),
-        st.tuples(st.just("after_processing_time"), st.integers(0, 5)),
-        st.tuples(st.just("after_watermark")),
-    )
-    if depth == 0:
-        return leaves
-    inner = composable_trees(depth - 1)
-    return st.one_of(
-        leaves,
-        st.tuples(st.just("after_watermark"), st.none() | inner, st.none() | inner),
-        st.tuples(st.sampled_from(["after_any", "after_all", "after_each"]),
-                  st.lists(inner, min_size=1, max_size=2).map(tuple)),
-        st.tuples(st.just("repeatedly"), inner),
-        st.tuples(st.just("or_finally"), inner, inner),
-    )
-
-
-def build_tree(tree: tuple):
-    from operators import composable as c
-
-    kind, *args = tree
-    if kind == "after_count":
-        return c.AfterCount(args[0])
-    if kind == "after_processing_time":
-        return c.AfterProcessingTime(args[0])
-    if kind == "after_watermark":
-        early, late = (args + [None, None])[:2]
-        return c.AfterWatermark(build_tree(early) if early else None,
-                                build_tree(late) if late else None)
-    if kind == "repeatedly":
-        return c.Repeatedly(build_tree(args[0]))
-    if kind == "or_finally":
-        return c.OrFinally(build_tree(args[0]), build_tree(args[1]))
-    parts = [build_tree(t) for t in args[0]]
-    return {"after_any": c.AfterAny, "after_all": c.AfterAll, "after_each": c.AfterEach}[kind](
-        *parts)
 
 
 def _configured_operator(draw) -> callable:

@@ -46,7 +46,7 @@ def check_runnable(spec: PipelineSpec) -> None:
     replay (``eventtime-replay``) can honour that. A global window has no end, hence no day
     partition for its results.
     """
-    if spec.trigger is not None and "processing" in spec.trigger.type:
+    if spec.trigger is not None and spec.trigger.uses_processing_time:
         raise UnsupportedPipeline(
             f"trigger.type {spec.trigger.type!r}: processing-time triggers run in the "
             "eventtime-replay command only; the Spark runtimes (live and backfill) wake keys "

@@ -6,8 +6,9 @@ record carries the watermark in force when it arrived (docs/semantics.md):
 
 - a record is dropped as late for a window iff ``max_timestamp + lateness <= watermark``;
 - the on-time pane fires once a recorded watermark reaches ``max_timestamp``; it holds the
-  records that arrived before (``watermark < max_timestamp``);
-- each record arriving later but within lateness fires a LATE pane;
+  records that arrived before (``watermark < max_timestamp``), and is the only ON_TIME pane;
+- each record arriving later but within lateness fires a LATE pane (the window's first pane
+  too, when no record arrived on time: Beam's PaneInfo);
 - once a recorded watermark reaches ``max_timestamp + lateness`` the cleanup timer emits the
   closing pane (with lateness 0 the on-time pane is that pane).
 
@@ -156,8 +157,10 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
                .withColumn("_panes", panes)
                .where(F.col("_panes") > 0)
                .withColumn("pane_index", (F.col("_panes") - 1).cast("int"))
-               .withColumn("timing", F.when(F.col("pane_index") == 0, F.lit("ON_TIME"))
-                           .otherwise(F.lit("LATE")))
+               # ON_TIME only for the pane the watermark fired at the window's end, and only
+               # while it is the latest one; a first pane fired by a late record is LATE
+               .withColumn("timing", F.when(on_time_pane & (F.col("_panes") == 1),
+                                            F.lit("ON_TIME")).otherwise(F.lit("LATE")))
                .withColumn("is_last", closing | (on_time_pane & F.lit(lateness == 0)))
                .withColumn("window_start", F.timestamp_millis("window_start_ms"))
                .withColumn("window_end", F.timestamp_millis("window_end_ms"))

@@ -47,12 +47,16 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
     late: list[tuple] = []
     classes: list[tuple[str, int, int, str]] = []
 
-    def emit(name: tuple[str, int, int], watermark: int, *, cleanup: bool) -> None:
+    def emit(name: tuple[str, int, int], watermark: int, *, cleanup: bool,
+             on_time_timer: bool = False) -> None:
+        """Beam's pane timing: ON_TIME only for the pane the watermark fires at the window's
+        end (the on-time timer), and only if no non-early pane came before; a pane a record
+        fires after the end is LATE, even the window's first."""
         state = windows[name]
         max_ts = name[2] - 1
         if watermark < max_ts:
             timing = "EARLY"
-        elif not state.non_early_emitted:
+        elif on_time_timer and not state.non_early_emitted:
             timing = "ON_TIME"
         else:
             timing = "LATE"
@@ -78,7 +82,7 @@ def simulate(arrivals: list[Arrival], size: int, slide: int, offset: int, latene
             if name not in windows:
                 continue
             if kind == 0:  # the on-time timer; with lateness 0 it is also the cleanup timer
-                emit(name, w, cleanup=lateness == 0)
+                emit(name, w, cleanup=lateness == 0, on_time_timer=True)
             else:  # cleanup: the closing pane, unless the last pane was already final
                 if not windows[name].last_was_final:
                     emit(name, w, cleanup=True)

@@ -11,8 +11,14 @@ import pytest
 from nexmark.queries import Q5, Q7, Q11, Q12
 from nexmark.runner import Row, WindowQuery
 from operators.timers import EVENT_TIME
-from operators.window_operator import KeyState, Pane, WindowDriver
+from operators.window_operator import Pane, WindowDriver
 from tests.nexmark.helpers import DISORDERED, PARAMETERS, SOME_SLACK, stream
+
+
+def _timers(snap: dict) -> list[tuple[int, int]]:
+    """``(kind, timestamp)`` of the timers in a key snapshot (flat ints: kind, ts, start, end)."""
+    flat = snap.get("timers") or []
+    return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 4)]
 
 
 def run_per_key(query: WindowQuery, records: list[dict], batch_size: int) -> list[Row]:
@@ -28,7 +34,7 @@ def run_per_key(query: WindowQuery, records: list[dict], batch_size: int) -> lis
                 by_key.setdefault(query.key_of(record), []).append(record)
         due = {key for key, snap in saved.items()
                if any(kind == EVENT_TIME and ts <= watermark
-                      for kind, ts, _ in KeyState.pending_timers(json.loads(snap)))}
+                      for kind, ts in _timers(json.loads(snap)))}
         for key in sorted(set(by_key) | due):
             driver = WindowDriver(query.window_operator())
             if key in saved:

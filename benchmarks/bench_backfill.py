@@ -38,7 +38,8 @@ from jobs import tables  # noqa: E402
 from jobs.live import run_live  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
 from jobs.spark import get_spark  # noqa: E402
-from jobs.windowed import compute_windows, run_backfill  # noqa: E402
+from jobs.backfill import run_backfill  # noqa: E402
+from jobs.windows import compute_windows  # noqa: E402
 from operators.time import MIN_WATERMARK  # noqa: E402
 
 START_MS = 1_767_225_600_000

@@ -154,7 +154,7 @@ def prepare(spark, root: Path, events: int) -> PlatformSettings:
     start = time.perf_counter()
     for first in range(0, len(files), share):
         for path in files[first:first + share]:
-            target = settings.landing / path.relative_to(staging)
+            target = settings.landing_dir / path.relative_to(staging)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(path, target)
         ingest(spark, settings, progress=lambda _: None)

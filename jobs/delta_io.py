@@ -9,25 +9,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TypeVar
 
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-T = TypeVar("T")
+from jobs import storage
 
-CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
-             "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
-             "MetadataChangedException", "ProtocolChangedException", "DELTA_CONCURRENT_")
-"""Delta's optimistic-concurrency failures: another writer committed first. Every write here
-is a pure function of its inputs (a replaced range, an append under a transaction id, an
-insert-only or keep-the-latest MERGE), so running it again on the new table version is safe."""
+T = TypeVar("T")
 
 
 def is_conflict(error: BaseException) -> bool:
-    text = f"{type(error).__name__}: {error}"
-    return any(name in text for name in CONFLICTS)
+    """Delta's optimistic-concurrency failures (``delta.exceptions``): another writer committed
+    first. Every write here is a pure function of its inputs (a replaced range, an append under
+    a transaction id, an insert-only or keep-the-latest MERGE), so running it again on the new
+    table version is safe."""
+    return isinstance(error, CONFLICTS)
+
+
+CONFLICTS = (DeltaConcurrentModificationException, ConcurrentWriteException,
+             MetadataChangedException, ProtocolChangedException, ConcurrentAppendException,
+             ConcurrentDeleteReadException, ConcurrentDeleteDeleteException,
+             ConcurrentTransactionException)
+"""``delta.exceptions`` maps each of Delta's JVM conflict errors to one of these (siblings,
+not subclasses of one another)."""
 
 
 def retry_conflicts(write: Callable[[], T], *, attempts: int = 6,
@@ -45,7 +60,9 @@ def retry_conflicts(write: Callable[[], T], *, attempts: int = 6,
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
-    return (Path(path) / "_delta_log").is_dir() and DeltaTable.isDeltaTable(spark, path)
+    if storage.is_local(path) and not (storage.local_path(path) / "_delta_log").is_dir():
+        return False  # no JVM round trip for the common case of a table not written yet
+    return DeltaTable.isDeltaTable(spark, path)
 
 
 def read_table_or_none(spark: SparkSession, path: str) -> DataFrame | None:
@@ -86,12 +103,14 @@ def replace_range(frame: DataFrame, path: str, *, column: str, first: str | int,
 
 
 def insert_new_rows(spark: SparkSession, frame: DataFrame, path: str, *, keys: Sequence[str],
-                    days: tuple[str, str] | None, partition_by: str = "window_end_date") -> None:
+                    days: tuple[str, str] | None, partition_by: str = "window_end_date",
+                    extra_condition: str | None = None) -> None:
     """Insert the rows of ``frame`` whose ``keys`` are not in the table yet (creating it).
 
     Idempotent whoever wrote the rows before: a repeated micro-batch, or a backfill that
     already covered them. ``days`` (the first and last ``partition_by`` value in ``frame``)
-    lets Delta read only those partitions of the table.
+    lets Delta read only those partitions of the table; ``extra_condition`` (on ``t.``, the
+    table) narrows the files Delta reads further, by their statistics.
     """
     if not table_exists(spark, path):
         retry_conflicts(lambda: frame.where("false").write.format("delta")
@@ -100,6 +119,7 @@ def insert_new_rows(spark: SparkSession, frame: DataFrame, path: str, *, keys: S
         return
     condition = " AND ".join(
         [f"t.{partition_by} >= '{days[0]}'", f"t.{partition_by} <= '{days[1]}'"]
+        + ([extra_condition] if extra_condition else [])
         + [f"t.{k} <=> s.{k}" for k in keys])  # null-safe: a null key column matches null
     retry_conflicts(lambda: DeltaTable.forPath(spark, path).alias("t")
                     .merge(frame.alias("s"), condition).whenNotMatchedInsertAll().execute())

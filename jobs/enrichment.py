@@ -27,6 +27,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs import storage
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
@@ -218,9 +219,9 @@ def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service
     batch id), so a batch repeated after a failure calls the service again (it reuses the
     recordings the first attempt made) but writes its rows once.
     """
-    from jobs.live_sink import app_id_for
+    from jobs.live.sink import app_id_for
 
-    checkpoint = checkpoint or str(settings.warehouse / "_checkpoints" / "enrichment")
+    checkpoint = checkpoint or storage.join(settings.warehouse, "_checkpoints", "enrichment")
     app_id = app_id_for(checkpoint)
     reader = spark.readStream.format("delta")
     if max_files_per_trigger:

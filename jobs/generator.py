@@ -10,6 +10,7 @@ same files, so demos and tests are reproducible.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,8 +87,16 @@ def _bad_line(kind: str, event: dict, rng: np.random.Generator) -> str:
     return json.dumps(bad)
 
 
-def generate(config: GeneratorConfig, landing: Path) -> dict[str, int]:
+def run_tag(config: GeneratorConfig) -> str:
+    """A name part unique to the configuration: files of two different runs never share a
+    name (landing files are immutable), and the same run writes the very same files again."""
+    return hashlib.sha256(repr(config).encode()).hexdigest()[:8]
+
+
+def generate(config: GeneratorConfig, landing: str | Path) -> dict[str, int]:
     """Write the landing files; return counts of what was written, by kind."""
+    landing = Path(landing)
+    tag = run_tag(config)
     rng = np.random.default_rng(config.seed)
     n = config.events
     event_times = config.start_ms + np.sort(rng.integers(0, config.duration_ms, n))
@@ -125,7 +134,7 @@ def generate(config: GeneratorConfig, landing: Path) -> dict[str, int]:
             line = json.dumps(event)
             counts["events"] += 1
         bucket = int(received[i]) // config.flush_interval_ms * config.flush_interval_ms
-        path = landing / f"producer-{int(producer[i])}" / f"received-{bucket}.jsonl"
+        path = landing / f"producer-{int(producer[i])}" / f"received-{bucket}-{tag}.jsonl"
         files.setdefault(path, []).append(line)
     for path, lines in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,13 +7,15 @@ re-keys the log as Flink's ``keyBy`` does (Q7: one global key; Q8: the person id
 auction's seller; Q11, Q12: the bidder; Q5: the auction) and runs its operator per key through
 :class:`nexmark.per_key.QueryRunner`:
 
-- **backfill**: each key's whole history in arrival order (jobs/key_partitions.py), then its timers
-  fired at the log's last watermark (``max(watermark_ms)`` over *all* records: the watermark
-  belongs to the log, not to an event type; Q12's is ``ingest_time_ms - 1``);
+- **backfill**: each key's whole history in arrival order
+  (jobs/runtime/key_partitions.py), its timers fired at the log's last watermark
+  (``max(watermark_ms)`` over *all* records: the watermark belongs to the log, not to an
+  event type; Q12's is ``ingest_time_ms - 1``);
 - **live**: ``transformWithStateInPandas`` with the key's state in RocksDB, Spark's watermark
   declared on the log's watermark column *before* the query's filter (so persons still move
   Q7's windows), and each operator timer mirrored as a Spark timer at ``ts - 1``, exactly as
-  the window pipelines run live (jobs/live_processor.py).
+  the window pipelines run live: many keys per call, one state value per bucket of keys
+  (jobs/runtime/buckets.py).
 
 Tables, per query ``q``: ``nexmark_<q>`` (the result rows, partitioned by the day of the window's
 end), ``nexmark_<q>_late`` (records that missed a window). Q5's first stage (bids per auction and
@@ -28,18 +30,25 @@ a window range with what the counts table says.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import StringType, StructField, StructType
 
-from jobs import tables
+from jobs import storage, tables
+from jobs.days import window_end_date
 from jobs.delta_io import insert_new_rows, read_table_or_none, replace_range
-from jobs.key_partitions import map_keys
+from jobs.runtime.buckets import (
+    BUCKET_COLUMN,
+    SPARK_DELAY,
+    BucketProcessor,
+    KeySnapshots,
+    bucket_column,
+    key_slices,
+)
+from jobs.runtime.key_partitions import map_keys
 from jobs.settings import PlatformSettings
 from nexmark.queries import make_query
 
@@ -51,7 +60,7 @@ EMITTED_SCHEMA = ("kind string, row_json string, key string, arrival_seq long, "
                   "side string")
 LATE_COLUMNS = ("key", "arrival_seq", "event_time_ms", "watermark_ms", "window_start",
                 "window_end", "side")
-SPARK_DELAY = "1 millisecond"
+QUERY_BUCKETS = 16
 
 
 @dataclass(frozen=True)
@@ -137,19 +146,15 @@ def _input(log: DataFrame, spec: QuerySpec, *extra: str) -> DataFrame:
 # -- results from emitted rows ---------------------------------------------------------------------
 
 
-def _end_day(column: str) -> Column:
-    return F.to_date(F.timestamp_millis(F.col(column) - F.lit(1)))
-
-
-def result_rows(emitted: DataFrame, query, spec: QuerySpec) -> DataFrame:
+def result_rows(emitted: DataFrame, query, spec: QuerySpec, time_zone: str) -> DataFrame:
     parsed = F.from_json("row_json", row_schema(query))
     return (emitted.where(F.col("kind") == "row").select(parsed.alias("r")).select("r.*")
-            .withColumn("window_end_date", _end_day(spec.end_column)))
+            .withColumn("window_end_date", window_end_date(F.col(spec.end_column), time_zone)))
 
 
-def late_rows(emitted: DataFrame) -> DataFrame:
+def late_rows(emitted: DataFrame, time_zone: str) -> DataFrame:
     return (emitted.where(F.col("kind") == "late").select(*LATE_COLUMNS)
-            .withColumn("window_end_date", _end_day("window_end")))
+            .withColumn("window_end_date", window_end_date(F.col("window_end"), time_zone)))
 
 
 def hot_items(counts: DataFrame) -> DataFrame:
@@ -188,8 +193,8 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, name: str,
 
     emitted = map_keys(_input(log, spec), "query_key", run_key, _emitted_frame,
                        EMITTED_SCHEMA).localCheckpoint(eager=True)
-    rows = result_rows(emitted, query, spec)
-    late = late_rows(emitted)
+    rows = result_rows(emitted, query, spec, settings.time_zone)
+    late = late_rows(emitted, settings.time_zone)
     _overwrite(rows, settings.table_path(spec.rows_table))
     _overwrite(late, settings.table_path(f"nexmark_{name}_late"))
     if name == "q5":
@@ -208,67 +213,48 @@ def _overwrite(frame: DataFrame, path: str) -> None:
 
 # -- live ------------------------------------------------------------------------------------------
 
-STATE_SCHEMA = StructType([StructField("snapshot", StringType(), True)])
-
-
-class QueryProcessor(StatefulProcessor):
-    """The query's operator for one key per call, state in RocksDB (see the module docstring
-    and jobs/live_processor.py, whose timer discipline this follows)."""
+class QueryBucket:
+    """A bucket of the query's keys per call (:class:`jobs.runtime.buckets.BucketEngine`): each
+    key's snapshot restored when it has records or a due timer, run through
+    :class:`nexmark.per_key.QueryRunner`, and saved back."""
 
     def __init__(self, name: str, parameters: dict[str, int] | None) -> None:
-        self.name = name
-        self.parameters = parameters
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
         from nexmark.per_key import QueryRunner
 
-        self.handle = handle
-        self.state = handle.getValueState("query_state", STATE_SCHEMA)
-        self.runner = QueryRunner(make_query(self.name, self.parameters))
+        self.runner = QueryRunner(make_query(name, parameters))
+        self.keys = KeySnapshots()
 
-    def _load(self, key: str) -> set[int]:
-        stored = self.state.get()
-        if stored is None:
-            self.runner.restore(key, None)
-            return set()
-        saved = json.loads(stored[0])
-        self.runner.restore(key, saved["query"])
-        return set(saved["spark_timers"])
+    def load(self, blob: bytes | None) -> None:
+        self.keys.load(blob)
 
-    def _save(self, key: str, registered: set[int]) -> None:
-        wanted = {ts - 1 for ts in self.runner.event_timers(key)}
-        snapshot = self.runner.snapshot(key)
-        for ts in registered - wanted:
-            self.handle.deleteTimer(ts)
-        for ts in wanted - registered:
-            self.handle.registerTimer(ts)
-        if snapshot is None and not wanted:
-            self.state.clear()
-        else:
-            self.state.update((json.dumps({"query": snapshot, "spark_timers": sorted(wanted)},
-                                          separators=(",", ":")),))
+    def dump(self) -> bytes | None:
+        return self.keys.dump()
 
-    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:  # noqa: N802
-        (key_value,) = key
-        frame = pd.concat(list(rows), ignore_index=True)
-        registered = self._load(key_value)
-        outputs = self.runner.process(key_value, _records(frame))
-        self._save(key_value, registered)
-        if outputs:
-            yield _emitted_frame(outputs)
+    def next_deadline(self) -> int | None:
+        return self.keys.next_deadline()
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo  # noqa: N802
-                           ) -> Iterator[pd.DataFrame]:
-        (key_value,) = key
-        registered = self._load(key_value)
-        registered.discard(expiredTimerInfo.getExpiryTimeInMs())
-        outputs = self.runner.fire(timerValues.getCurrentWatermarkInMs() + 1)
-        self._save(key_value, registered)
-        if outputs:
-            yield _emitted_frame(outputs)
+    def _save(self, key: str) -> None:
+        timers = self.runner.event_timers(key)
+        self.keys.put(key, self.runner.snapshot(key), timers)
 
-    def close(self) -> None:
-        pass
+    def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
+        order, slices = key_slices(rows.query_key.to_numpy(), rows.arrival_seq.to_numpy())
+        ordered = rows.iloc[order]
+        outputs: list = []
+        for key, start, end in slices:
+            self.runner.restore(key, self.keys.get(key))
+            outputs += self.runner.process(key, _records(ordered.iloc[start:end]))
+            self._save(key)
+        return [_emitted_frame(outputs)] if outputs else []
+
+    def fire(self, watermark: int) -> list[pd.DataFrame]:
+        outputs: list = []
+        for key in self.keys.due(watermark, set()):
+            self.runner.restore(key, self.keys.get(key))
+            outputs += self.runner.fire(watermark)
+            self._save(key)
+        self.keys.watermark = max(self.keys.watermark, watermark)
+        return [_emitted_frame(outputs)] if outputs else []
 
 
 def run_live(spark: SparkSession, settings: PlatformSettings, name: str,
@@ -284,17 +270,21 @@ def run_live(spark: SparkSession, settings: PlatformSettings, name: str,
     log = (reader.load(source)
            .withColumn("_watermark", F.timestamp_millis(F.greatest(spec.watermark(), F.lit(1))))
            .withWatermark("_watermark", SPARK_DELAY))  # before the filter: every record counts
-    emitted = (_input(log, spec, "_watermark").groupBy("query_key")
-               .transformWithStateInPandas(statefulProcessor=QueryProcessor(name, parameters),
+    engine = BucketProcessor(lambda: QueryBucket(name, parameters))
+    emitted = (_input(log, spec, "_watermark")
+               .withColumn(BUCKET_COLUMN, bucket_column(QUERY_BUCKETS, "query_key"))
+               .groupBy(BUCKET_COLUMN)
+               .transformWithStateInPandas(statefulProcessor=engine,
                                            outputStructType=EMITTED_SCHEMA,
                                            outputMode="Append", timeMode="EventTime"))
-    checkpoint = checkpoint or str(settings.warehouse / "_checkpoints" / f"nexmark_{name}")
+    checkpoint = checkpoint or storage.join(settings.warehouse, "_checkpoints",
+                                            f"nexmark_{name}")
     report = NexmarkReport(name, 0, 0)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch = batch.localCheckpoint(eager=True)
-        rows = result_rows(batch, query, spec)
-        late = late_rows(batch)
+        rows = result_rows(batch, query, spec, settings.time_zone)
+        late = late_rows(batch, settings.time_zone)
         for frame, table, identity in ((rows, spec.rows_table, query.columns),
                                        (late, f"nexmark_{name}_late", LATE_COLUMNS)):
             days = frame.agg(F.min("window_end_date").cast("string"),

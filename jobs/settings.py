@@ -1,28 +1,325 @@
-"""Where the platform keeps its data and how ingest behaves, from environment variables.
+"""Every setting of the platform, in one typed model read from ``PLATFORM_*`` variables.
 
-One object, validated up front, so that a wrong path or bound fails with one message naming the
-setting before any data is touched. Dagster resources build it from their own config; the CLI
-and tests build it from the environment.
+One model, validated up front, so that a wrong path, bound or threshold fails with one message
+naming the variable before any data is touched. The command line and the tests build it from
+the environment (:meth:`PlatformSettings.from_env`); the Dagster ``platform`` resource builds
+it with the fields a deployment overrides. Nothing else in the project reads ``PLATFORM_*``
+variables.
+
+Locations (home, warehouse, landing) are local folders or Hadoop filesystem URIs
+(jobs/storage.py). Local ones are checked here (a folder, writable or creatable); remote ones
+are checked by the first job that reaches them.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
 
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from jobs import storage
 from operators.pipeline import PipelineSpec, load_pipeline
 from operators.time import parse_duration_ms
 
 DEFAULT_PIPELINE = Path(__file__).parent / "pipelines" / "demo.yaml"
-
-
-def _path(value: str | Path) -> Path:
-    return Path(value).expanduser().absolute()
+DAY_MS = 86_400_000
 
 
 class SettingsError(ValueError):
     """A platform setting is wrong; the message names the setting."""
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        try:
+            return parse_duration_ms(value, setting="")
+        except ValueError as error:
+            raise ValueError(str(error).removeprefix(": ")) from None
+    return value
+
+
+Duration = Annotated[int, BeforeValidator(_duration)]
+"""Milliseconds; ``"10s"``, ``"5m"``, ``"1d"`` or a number of ms."""
+
+
+class PlatformSettings(BaseSettings):
+    """The platform's settings. Field docs say what each does; the variable is
+    ``PLATFORM_<NAME>`` (README, "Configuration")."""
+
+    model_config = SettingsConfigDict(env_prefix="PLATFORM_", frozen=True, extra="ignore",
+                                      populate_by_name=True, validate_default=True)
+
+    # -- where the data lives -------------------------------------------------------------------
+    home: str = Field(".platform",
+                      description="Root of everything the platform writes locally")
+    warehouse: str = Field("",
+                           description="Delta tables (default <home>/warehouse); a folder or a "
+                                       "Hadoop URI such as s3a://bucket/warehouse")
+    landing: str = Field("",
+                         description="Landing folder, <landing>/<source_partition>/*.jsonl "
+                                     "(default <home>/landing)")
+    pipeline_path: str = Field(str(DEFAULT_PIPELINE),
+                               validation_alias="PLATFORM_PIPELINE",
+                               description="Pipeline description (YAML or JSON)")
+    # -- ingest ---------------------------------------------------------------------------------
+    ingest_clock: str = Field("field:received_at",
+                              description="'wall', or 'field:<name>': the collector's stamp")
+    max_future_ms: Duration = Field(DAY_MS, gt=0, validation_alias="PLATFORM_MAX_FUTURE",
+        description="Events more than this after their ingest time are quarantined")
+    max_past_ms: Duration = Field(3_650 * DAY_MS, gt=0, validation_alias="PLATFORM_MAX_PAST",
+        description="Events more than this before their ingest time are quarantined")
+    max_line_bytes: int = Field(1_000_000, gt=0,
+        description="Longer landing lines are quarantined (line_too_long)")
+    landing_settle_ms: Duration = Field(60_000, gt=0, validation_alias="PLATFORM_LANDING_SETTLE",
+        description="A file without a final newline that changed more recently than this "
+                    "may still be being written: ingest leaves it for later")
+    # -- partitions and time ----------------------------------------------------------------------
+    time_zone: str = Field("UTC",
+                           description="Time zone of the daily partitions")
+    partitions_start: date = Field(date(2026, 1, 1),
+        description="First daily partition in Dagster")
+    # -- the engine -----------------------------------------------------------------------------
+    spark_master: str = Field("local[2]",
+        description="Spark master URL: local[N], spark://host:port, yarn, k8s://...")
+    spark_conf: dict[str, str] = Field(default_factory=dict,
+        description="Extra Spark and Delta settings: a JSON object, or key=value lines")
+    spark_defaults: str = Field("",
+        description="A spark-defaults.conf style file of settings (PLATFORM_SPARK_CONF wins)")
+    shuffle_partitions: int = Field(4, ge=1,
+        description="spark.sql.shuffle.partitions (also the live stream's state partitions)")
+    live_engine: Literal["auto", "live", "backfill"] = Field("auto",
+        description="How an incremental run updates the windowed tables after ingest")
+    # -- Dagster automation and monitoring ------------------------------------------------------
+    landing_grace_seconds: float = Field(300.0, ge=0,
+        description="How far back the landing sensor remembers files it saw")
+    finality_lookback_days: int = Field(3, ge=1,
+        description="Recent days the finality schedule re-materialises once final")
+    finality_cron: str = Field("*/15 * * * *",
+        description="When the finality schedule runs")
+    late_rate_warn: float = Field(0.05, ge=0)
+    late_rate_error: float = Field(0.20, ge=0)
+    quarantine_rate_warn: float = Field(0.02, ge=0)
+    quarantine_rate_error: float = Field(0.10, ge=0)
+    watermark_lag_warn_ms: float = Field(30 * 60_000, ge=0)
+    watermark_lag_error_ms: float = Field(3 * 3_600_000, ge=0)
+    enrichment_url: str = Field("http://127.0.0.1:8765",
+        description="The enrichment service's base URL")
+
+    _pipeline_spec: PipelineSpec | None = PrivateAttr(None)
+
+    # -- validation of single fields ------------------------------------------------------------
+
+    @field_validator("home", "warehouse", "landing", "pipeline_path", "spark_defaults")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        return storage.normalise(value) if value else value
+
+    @field_validator("ingest_clock")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not (value == "wall" or (value.startswith("field:") and len(value) > 6)):
+            raise ValueError(f"must be 'wall' or 'field:<name>', got {value!r}")
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except Exception:
+            raise ValueError(f"{value!r} is not a time zone") from None
+        return value
+
+    @field_validator("spark_conf", mode="before")
+    @classmethod
+    def _conf(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return parse_conf(value)
+        return value
+
+    # -- derived values -------------------------------------------------------------------------
+
+    def model_post_init(self, context: Any) -> None:
+        home = self.home
+        if not self.warehouse:
+            object.__setattr__(self, "warehouse", storage.join(home, "warehouse"))
+        if not self.landing:
+            object.__setattr__(self, "landing", storage.join(home, "landing"))
+
+    @property
+    def pipeline(self) -> PipelineSpec:
+        """The pipeline description (loaded and validated once)."""
+        if self._pipeline_spec is None:
+            try:
+                self._pipeline_spec = load_pipeline(self.pipeline_path)
+            except ValueError as error:
+                raise SettingsError(f"PLATFORM_PIPELINE ({self.pipeline_path}): {error}") \
+                    from None
+        return self._pipeline_spec
+
+    @property
+    def landing_dir(self) -> Path:
+        """The landing folder on this machine's disk (a ``SettingsError`` for a remote one)."""
+        return _local("PLATFORM_LANDING", self.landing)
+
+    def spark_settings(self) -> dict[str, str]:
+        """Extra Spark settings: the spark-defaults file's, then ``PLATFORM_SPARK_CONF``'s."""
+        merged: dict[str, str] = {}
+        if self.spark_defaults:
+            try:
+                text = Path(self.spark_defaults).read_text(encoding="utf-8")
+            except OSError as error:
+                raise SettingsError(f"PLATFORM_SPARK_DEFAULTS ({self.spark_defaults}): "
+                                    f"{error.strerror or error}") from None
+            merged.update(parse_defaults_file(text))
+        merged.update(self.spark_conf)
+        return merged
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def table_path(self, name: str) -> str:
+        """Location of a Delta table; names are ours, never user input, but check anyway."""
+        return self.inside_warehouse(storage.join(self.warehouse, name), f"table {name!r}")
+
+    def inside_warehouse(self, location: str | Path, setting: str) -> str:
+        """``location`` normalised, or a :class:`SettingsError` naming ``setting`` if it lies
+        outside the warehouse (a configured path must never reach other files)."""
+        text = str(location)
+        if not storage.is_uri(text) and not Path(text).is_absolute() \
+                and storage.is_uri(self.warehouse):
+            text = storage.join(self.warehouse, text)
+        if not storage.is_inside(text, self.warehouse):
+            raise SettingsError(f"{setting} ({location}) would escape the warehouse "
+                                f"{self.warehouse}; give a path inside it")
+        normal = storage.normalise(text)
+        return str(Path(normal).resolve()) if storage.is_local(normal) else normal
+
+    def check(self) -> PlatformSettings:
+        """Check what can be checked before Spark starts: local folders exist or can be
+        created, the landing folder is not inside the warehouse, the pipeline loads."""
+        for setting, location in (("PLATFORM_HOME", self.home),
+                                  ("PLATFORM_WAREHOUSE", self.warehouse),
+                                  ("PLATFORM_LANDING", self.landing)):
+            if storage.is_local(location):
+                _check_folder(setting, Path(location))
+        if self.landing == self.warehouse or storage.is_inside(self.landing, self.warehouse):
+            raise SettingsError(f"PLATFORM_LANDING ({self.landing}) must not be inside "
+                                f"PLATFORM_WAREHOUSE ({self.warehouse}): ingest would read the "
+                                "tables' own files as landing files")
+        self.pipeline  # noqa: B018 - loads and validates the description
+        self.spark_settings()
+        return self
+
+    def to_env(self) -> dict[str, str]:
+        """Every setting as its ``PLATFORM_*`` variable: what a subprocess (a Dagster Pipes
+        job) needs to see the very same settings."""
+        variables = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value in (None, "", {}):
+                continue
+            text = json.dumps(value) if isinstance(value, dict) else str(value)
+            variables[f"PLATFORM_{_variable(name)}"] = text
+        return variables
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, check: bool = True,
+                 **overrides: Any) -> PlatformSettings:
+        """The settings from ``env`` (default: the process environment) and field
+        ``overrides``; a :class:`SettingsError` names the wrong one. ``check=False`` validates
+        the values only (no folder is looked at, no pipeline loaded): what a Dagster code
+        location needs when it loads."""
+        source = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            variable = f"PLATFORM_{_variable(name)}"
+            if source.get(variable) not in (None, ""):
+                values[name] = source[variable]
+        values.update({k: v for k, v in overrides.items() if v not in (None, "")})
+        try:
+            settings = cls.model_validate(values)
+        except ValidationError as error:
+            raise SettingsError(describe(error)) from None
+        return settings.check() if check else settings
+
+
+def _variable(field_name: str) -> str:
+    """``max_future_ms`` -> ``MAX_FUTURE``: the variable's name (without ``PLATFORM_``)."""
+    alias = PlatformSettings.model_fields[field_name].validation_alias
+    return str(alias or field_name).removeprefix("PLATFORM_").upper()
+
+
+def describe(error: ValidationError) -> str:
+    """A pydantic error as one line per problem, each naming the variable."""
+    lines = []
+    for problem in error.errors():
+        location = problem.get("loc") or ("?",)
+        name = str(location[0])
+        if name in PlatformSettings.model_fields:
+            name = f"PLATFORM_{_variable(name)}"
+        message = problem.get("msg", "invalid").removeprefix("Value error, ")
+        given = problem.get("input")
+        shown = isinstance(given, dict) or repr(given) in message
+        lines.append(f"{name}: {message}" if shown else f"{name}: {message} (got {given!r})")
+    return "; ".join(lines)
+
+
+def parse_conf(text: str) -> dict[str, str]:
+    """``PLATFORM_SPARK_CONF``: a JSON object, or ``key=value`` items separated by newlines
+    or commas."""
+    text = text.strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not a JSON object: {error.msg} at column {error.colno}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError("must be a JSON object of setting -> value")
+        return {str(k): str(v) for k, v in parsed.items()}
+    result = {}
+    for item in text.replace(",", "\n").splitlines():
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def parse_defaults_file(text: str) -> dict[str, str]:
+    """A ``spark-defaults.conf``: ``key value`` (or ``key=value``) per line, ``#`` comments."""
+    result = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.replace("=", " ", 1).split(None, 1)
+        if len(parts) != 2:
+            raise SettingsError(f"PLATFORM_SPARK_DEFAULTS line {number}: expected 'key value', "
+                                f"got {line!r}")
+        result[parts[0]] = parts[1].strip()
+    return result
+
+
+def _local(setting: str, location: str) -> Path:
+    try:
+        return storage.local_path(location)
+    except ValueError:
+        raise SettingsError(f"{setting} ({location}) is not a local folder; this step reads "
+                            "it from the local disk") from None
 
 
 def _check_folder(setting: str, path: Path) -> None:
@@ -42,92 +339,3 @@ def _check_folder(setting: str, path: Path) -> None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SettingsError(f"{setting} ({path}) cannot be created: {ancestor} is not "
                             "writable")
-
-
-@dataclass(frozen=True)
-class PlatformSettings:
-    home: Path
-    """Root of everything the platform writes locally (``PLATFORM_HOME``)."""
-    warehouse: Path
-    """Delta tables live below this folder (``PLATFORM_WAREHOUSE``)."""
-    landing: Path
-    """Landing folder: ``<landing>/<source_partition>/*.jsonl`` (``PLATFORM_LANDING``)."""
-    pipeline_path: Path = DEFAULT_PIPELINE
-    ingest_clock: str = "field:received_at"
-    """``wall`` or ``field:<name>``; see docs/semantics.md ("Arrival log and ingest clock")."""
-    max_future_ms: int = 86_400_000
-    """Events more than this after their ingest time are quarantined (``too_far_in_future``)."""
-    max_past_ms: int = 3_650 * 86_400_000
-    """Events more than this before their ingest time are quarantined (``too_far_in_past``)."""
-    max_line_bytes: int = 1_000_000
-    landing_settle_ms: int = 60_000
-    """A landing file without a final newline that changed more recently than this may still
-    be being written: ingest leaves it for later (``PLATFORM_LANDING_SETTLE``)."""
-    time_zone: str = "UTC"
-    pipeline: PipelineSpec = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        for setting, path in (("PLATFORM_HOME", self.home), ("PLATFORM_WAREHOUSE", self.warehouse),
-                              ("PLATFORM_LANDING", self.landing)):
-            _check_folder(setting, path)
-        if self.landing.resolve() == self.warehouse.resolve() or \
-                self.warehouse.resolve() in self.landing.resolve().parents:
-            raise SettingsError(f"PLATFORM_LANDING ({self.landing}) must not be inside "
-                                f"PLATFORM_WAREHOUSE ({self.warehouse}): ingest would read the "
-                                "tables' own files as landing files")
-        if not (self.ingest_clock == "wall" or self.ingest_clock.startswith("field:")):
-            raise SettingsError(
-                f"PLATFORM_INGEST_CLOCK must be 'wall' or 'field:<name>', got {self.ingest_clock!r}"
-            )
-        for name in ("max_future_ms", "max_past_ms", "max_line_bytes", "landing_settle_ms"):
-            if getattr(self, name) <= 0:
-                raise SettingsError(f"{name} must be positive, got {getattr(self, name)}")
-        try:
-            from zoneinfo import ZoneInfo
-
-            ZoneInfo(self.time_zone)
-        except Exception:
-            raise SettingsError(
-                f"PLATFORM_TIME_ZONE {self.time_zone!r} is not a time zone") from None
-        try:
-            object.__setattr__(self, "pipeline", load_pipeline(self.pipeline_path))
-        except ValueError as error:
-            raise SettingsError(f"PLATFORM_PIPELINE ({self.pipeline_path}): {error}") from None
-
-    def table_path(self, name: str) -> str:
-        """Path of a Delta table; names are ours, never user input, but check anyway."""
-        return str(self.inside_warehouse(self.warehouse / name, f"table {name!r}"))
-
-    def inside_warehouse(self, path: str | Path, setting: str) -> Path:
-        """``path`` resolved, or a :class:`SettingsError` naming ``setting`` if it lies outside
-        the warehouse (a configured path must never reach other files)."""
-        resolved = Path(path).expanduser().resolve()
-        if self.warehouse.resolve() not in resolved.parents:
-            raise SettingsError(f"{setting} ({path}) would escape the warehouse "
-                                f"{self.warehouse}; give a path inside it")
-        return resolved
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> PlatformSettings:
-        env = dict(os.environ if env is None else env)
-        home = Path(env.get("PLATFORM_HOME", ".platform")).expanduser().absolute()
-
-        def duration(name: str, default: int) -> int:
-            if name not in env:
-                return default
-            try:
-                return parse_duration_ms(env[name], setting=name)
-            except ValueError as error:
-                raise SettingsError(str(error)) from None
-
-        return cls(
-            home=home,
-            warehouse=_path(env.get("PLATFORM_WAREHOUSE", home / "warehouse")),
-            landing=_path(env.get("PLATFORM_LANDING", home / "landing")),
-            pipeline_path=Path(env.get("PLATFORM_PIPELINE", DEFAULT_PIPELINE)).expanduser(),
-            ingest_clock=env.get("PLATFORM_INGEST_CLOCK", "field:received_at"),
-            max_future_ms=duration("PLATFORM_MAX_FUTURE", 86_400_000),
-            max_past_ms=duration("PLATFORM_MAX_PAST", 3_650 * 86_400_000),
-            landing_settle_ms=duration("PLATFORM_LANDING_SETTLE", 60_000),
-            time_zone=env.get("PLATFORM_TIME_ZONE", "UTC"),
-        )

@@ -1,4 +1,8 @@
-"""The SparkSession every job and test shares: local, Delta-enabled, quiet.
+"""The SparkSession every job and test shares: Delta-enabled, quiet, on the configured engine.
+
+The master and any Spark or Delta setting come from the platform settings
+(``PLATFORM_SPARK_MASTER``, ``PLATFORM_SPARK_CONF``, ``PLATFORM_SPARK_DEFAULTS``,
+``PLATFORM_SHUFFLE_PARTITIONS``); ``local[2]`` is the embedded default.
 
 Delta's jars come from Maven Central through delta-spark's own mechanism; when that fails the
 JVM dies before Python gets a port, with an error that does not say why, so we say it.
@@ -8,8 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from jobs.settings import PlatformSettings
 
 DELTA_CONFIGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -32,10 +40,16 @@ class SparkStartError(RuntimeError):
     """Spark could not start; the message says what to check."""
 
 
+def spark_for(settings: PlatformSettings, app_name: str = "eventtime-platform") -> SparkSession:
+    """The session on the engine the settings choose."""
+    return get_spark(settings.spark_master, settings.shuffle_partitions, app_name,
+                     extra=settings.spark_settings())
+
+
 def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
               app_name: str = "eventtime-platform", extra: dict[str, str] | None = None
               ) -> SparkSession:
-    """Start (or reuse) the local Delta-enabled session.
+    """Start (or reuse) the Delta-enabled session.
 
     ``PYSPARK_PYTHON`` is pinned to this interpreter: otherwise Python workers start the system
     ``python3``, which lacks pandas and this project.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pyspark.sql.types import (
-    ArrayType,
     BooleanType,
     DateType,
     DecimalType,
@@ -17,11 +16,11 @@ from pyspark.sql.types import (
 
 ARRIVAL_LOG = "arrival_log"
 QUARANTINE = "quarantine"
-INGEST_MANIFEST = "_ingest_manifest"
 WINDOW_RESULTS = "window_results"
 LATE_RECORDS = "late_records"
 LATE_DATA_METRICS = "late_data_metrics"
 WINDOW_ASSIGNMENTS = "window_assignments"
+BATCH_METRICS = "late_data_metrics_batches"
 
 ARRIVAL_LOG_SCHEMA = StructType([
     StructField("arrival_seq", LongType(), False),
@@ -54,17 +53,6 @@ QUARANTINE_SCHEMA = StructType([
     StructField("raw_line", StringType(), False),
 ])
 
-INGEST_MANIFEST_SCHEMA = StructType([
-    StructField("batch_id", LongType(), False),
-    StructField("status", StringType(), False),
-    StructField("files", ArrayType(StringType()), False),
-    StructField("first_seq", LongType(), False),
-    StructField("records", LongType(), False),
-    StructField("quarantined", LongType(), False),
-    StructField("planned_at_ms", LongType(), False),
-    StructField("watermark_state", StringType(), True),
-    StructField("hashes", ArrayType(StringType()), True),  # sha256 per file, as in ``files``
-])
 
 LATE_RECORDS_SCHEMA = StructType([
     StructField("key", StringType(), False),

@@ -25,15 +25,15 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
-from jobs.delta_stats import max_column_value
+from jobs.backfill import BackfillReport, run_backfill
+from jobs.days import final_flag
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import IngestReport, ingest
-from jobs.live_sink import BATCH_METRICS
 from jobs.settings import PlatformSettings
-from jobs.windowed import BackfillReport, run_backfill
+from jobs.table_stats import max_column_value
 from operators.time import parse_duration_ms, parse_timestamp_ms
 from platform_defs import monitoring
-from platform_defs.partitions import daily_partitions, final_flag
+from platform_defs.partitions import daily_partitions
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.table_specs import DELTA_KINDS, OWNERS, spec_metadata, table_path_metadata
 
@@ -85,7 +85,7 @@ class LandingConfig(Config):
 )
 def landing_files(config: LandingConfig, platform: PlatformResource) -> MaterializeResult:
     settings = platform.settings()
-    counts = generate(config.generator_config(), settings.landing)
+    counts = generate(config.generator_config(), settings.landing_dir)
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(settings.landing)),
         "files": counts["files"], "lines": counts["lines"],
@@ -197,8 +197,8 @@ def windowed_outputs(context: AssetExecutionContext, platform: PlatformResource,
 
 
 LIVE_TABLES = [
-    AssetSpec(BATCH_METRICS, group_name="monitoring", owners=OWNERS, kinds=DELTA_KINDS,
-              deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(BATCH_METRICS),
+    AssetSpec(tables.BATCH_METRICS, group_name="monitoring", owners=OWNERS, kinds=DELTA_KINDS,
+              deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(tables.BATCH_METRICS),
               description="One row per live micro-batch: its arrival range, panes, late rows "
                           "and the late-data figures of the records it consumed. Written by "
                           "the live stream (jobs/live.py), which Dagster runs (live_job, "

@@ -71,14 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     _prepare_environment(home, explicit=args.home is not None)
 
     from dagster import AssetSelection, DagsterInstance, materialize
-    from dagster._core.storage.tags import (
-        ASSET_PARTITION_RANGE_END_TAG,
-        ASSET_PARTITION_RANGE_START_TAG,
-    )
 
+    from jobs.reports import log_day_range
     from jobs.settings import SettingsError
     from jobs.spark import SparkStartError
     from platform_defs.definitions import defs
+    from platform_defs.schedules import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
 
     started = time.monotonic()
     instance = DagsterInstance.get()
@@ -102,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not result.success:
         return 1
-    first_day, last_day = _partition_range(spark, settings)
+    days = log_day_range(spark, settings)
+    if days is None:
+        print("demo: no event reached the arrival log", file=sys.stderr)
+        return 1
+    first_day, last_day = days
     print(f"[2/3] windowed results for partitions {first_day} .. {last_day} (one Spark job)")
     result = materialize(
         assets, instance=instance, resources=resources,
@@ -116,27 +121,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_summary(spark, settings, time.monotonic() - started)
     return 0
-
-
-def _partition_range(spark, settings) -> tuple[str, str]:
-    """First and last day of window end the demo's events can reach, in the configured time
-    zone and computed by the jobs' own ``window_end_date`` (Python's ``Timestamp.date()``
-    would use the machine's local zone). The last window may end a window span after the
-    last event; a dynamic session gap's span is unknown, so a day is allowed for it."""
-    from pyspark.sql import functions as F
-
-    from jobs import tables
-    from jobs.windowed import window_end_date
-
-    window = settings.pipeline.window
-    span_ms = window.size_ms or window.gap_ms or 86_400_000
-    arrival = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
-    first, last = arrival.agg(
-        F.date_format(window_end_date(F.min("event_time_ms") + 1, settings.time_zone),
-                      "yyyy-MM-dd"),
-        F.date_format(window_end_date(F.max("event_time_ms") + span_ms,
-                                      settings.time_zone), "yyyy-MM-dd")).first()
-    return first, last
 
 
 def _enrich(assets: list, instance, resources: dict) -> bool:
@@ -163,18 +147,18 @@ def _enrich(assets: list, instance, resources: dict) -> bool:
 def print_summary(spark, settings, seconds: float) -> None:
     from jobs import tables
     from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
+    from jobs.reports import metric_totals, table_counts
 
     print("\nTables (Delta) in", settings.warehouse)
-    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
-                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS,
-                 RESPONSES):
-        rows = spark.read.format("delta").load(settings.table_path(name)).count()
-        print(f"  {name:<23} {rows:>9} rows   {settings.table_path(name)}")
-    metrics = spark.read.format("delta").load(settings.table_path(tables.LATE_DATA_METRICS))
-    totals = metrics.groupBy().sum("on_time", "late_within_lateness", "dropped_late",
-                                   "quarantined").first()
-    print(f"\nOn time {totals[0]}, late within lateness {totals[1]}, dropped as too late "
-          f"{totals[2]}, quarantined {totals[3]}")
+    names = [tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
+             tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS, RESPONSES]
+    for name, rows in table_counts(spark, settings, names).items():
+        shown = "-" if rows is None else rows
+        print(f"  {name:<23} {shown:>9} rows   {settings.table_path(name)}")
+    totals = metric_totals(spark, settings)
+    print(f"\nOn time {totals['on_time']}, late within lateness "
+          f"{totals['late_within_lateness']}, dropped as too late {totals['dropped_late']}, "
+          f"quarantined {totals['quarantined']}")
     print(f"Done in {seconds:.0f} s. Dagster runs are stored in {os.environ['DAGSTER_HOME']}.\n"
           f"Open the UI with:  ./platform ui   (then http://127.0.0.1:3000)")
 

@@ -6,7 +6,6 @@ default); the bearer token comes from the environment through Dagster's ``EnvVar
 to Spark's Python workers in memory only, never logged and never put in metadata.
 """
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from jobs import tables
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
+from jobs.settings import PlatformSettings
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 from operators.retry import RetryPolicy
 from platform_defs.resources import DeltaSparkResource, PlatformResource
@@ -35,7 +35,7 @@ class EnrichmentServiceResource(ConfigurableResource):
     """Where the enrichment service is and how to call it."""
 
     service_url: str = Field(
-        default=os.environ.get("PLATFORM_ENRICHMENT_URL", "http://127.0.0.1:8765"),
+        default=PlatformSettings.from_env(check=False).enrichment_url,
         description="Base URL of the user-catalogue service (PLATFORM_ENRICHMENT_URL; "
                     "`python -m services.enrichment_service` listens on 8765)")
     token: str | None = Field(

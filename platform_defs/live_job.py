@@ -6,19 +6,19 @@ tables, the metrics ones with that day's late-data numbers), so the asset pages 
 backfilled partitions alike.
 """
 
-import os
 from collections.abc import Iterable, Iterator
 
 from dagster import AssetMaterialization, Config, OpExecutionContext, job, op
 from pydantic import Field
 
 from jobs import tables
-from jobs.delta_stats import max_column_value
+from jobs.days import final_flag
 from jobs.ingest import IngestReport
+from jobs.live.increment import run_increment
 from jobs.settings import PlatformSettings
+from jobs.table_stats import max_column_value
 from platform_defs import monitoring
-from platform_defs.increment import run_increment
-from platform_defs.partitions import daily_partitions, final_flag
+from platform_defs.partitions import daily_partitions
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.table_specs import table_path_metadata
 
@@ -59,7 +59,7 @@ class IncrementConfig(Config):
     """Which engine updates the windowed tables after ingest."""
 
     engine: str = Field(
-        default=os.environ.get("PLATFORM_LIVE_ENGINE", "auto"),
+        default=PlatformSettings.from_env(check=False).live_engine,
         description="live (jobs.live.run_live, Structured Streaming), backfill (recompute the "
                     "affected days) or auto (live when installed); PLATFORM_LIVE_ENGINE")
 

@@ -1,6 +1,6 @@
 """Live runs outside the Dagster process, through Dagster Pipes.
 
-Both jobs launch ``platform_defs/live_process.py`` in its own interpreter, SparkSession and
+Both jobs launch ``jobs/live/pipes.py`` in its own interpreter, SparkSession and
 memory; its log lines stream into the run's logs as it goes.
 
 - ``live_pipes_job``: one increment (what the landing sensor's ``live_job`` does in process);
@@ -47,10 +47,7 @@ PROJECT = Path(__file__).parent.parent
 
 
 def _environment(settings: PlatformSettings) -> dict[str, str]:
-    return {"PLATFORM_HOME": str(settings.home), "PLATFORM_WAREHOUSE": str(settings.warehouse),
-            "PLATFORM_LANDING": str(settings.landing),
-            "PLATFORM_PIPELINE": str(settings.pipeline_path),
-            "PLATFORM_TIME_ZONE": settings.time_zone, "PYTHONUNBUFFERED": "1"}
+    return {**settings.to_env(), "PYTHONUNBUFFERED": "1"}
 
 
 def _ingest_report(message: dict) -> IngestReport:
@@ -69,7 +66,7 @@ def _record_days(context: OpExecutionContext, settings: PlatformSettings, metric
             context.log_event(evaluation)
 
 
-@op(description="Runs platform_defs/live_process.py through Dagster Pipes and records what "
+@op(description="Runs jobs/live/pipes.py through Dagster Pipes and records what "
                 "it wrote.")
 def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          platform: PlatformResource,
@@ -77,7 +74,7 @@ def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          pipes_subprocess_client: PipesSubprocessClient) -> None:
     settings = platform.settings()
     invocation = pipes_subprocess_client.run(
-        command=[sys.executable, "-m", "platform_defs.live_process"], context=context,
+        command=[sys.executable, "-m", "jobs.live.pipes"], context=context,
         env={**_environment(settings), "PLATFORM_LIVE_ENGINE": config.engine},
         cwd=str(PROJECT))
     for message in invocation.get_custom_messages():
@@ -105,6 +102,8 @@ class StreamConfig(Config):
     max_batches: int = Field(default=0, description="Stop after this many micro-batches "
                                                     "(0: run until the run is terminated)")
     duration_seconds: float = Field(default=0.0, description="Stop after this long (0: never)")
+    metrics_interval_seconds: float = Field(
+        default=5.0, description="How often the late-data metrics are written and observed")
 
 
 class _StreamRecorder:
@@ -142,10 +141,11 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                       platform: PlatformResource,
                       monitoring_thresholds: monitoring.MonitoringResource) -> None:
     settings = platform.settings()
-    command = [sys.executable, "-m", "platform_defs.live_process", "--stream",
+    command = [sys.executable, "-m", "jobs.live.pipes", "--stream",
                "--trigger", config.trigger, "--poll", str(config.poll_seconds),
                "--max-batches", str(config.max_batches),
-               "--duration", str(config.duration_seconds)]
+               "--duration", str(config.duration_seconds),
+               "--metrics-interval", str(config.metrics_interval_seconds)]
     recorder = _StreamRecorder(context, settings, monitoring_thresholds)
     with open_pipes_session(context=context, context_injector=PipesTempFileContextInjector(),
                             message_reader=PipesTempFileMessageReader()) as session:

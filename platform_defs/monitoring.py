@@ -21,7 +21,9 @@ from dagster import (
 )
 from pydantic import Field
 
-from platform_defs.env_settings import env_number
+from jobs.settings import PlatformSettings
+
+_DEFAULTS = PlatformSettings.from_env(check=False)
 
 METRICS_ASSET = "late_data_metrics"
 COUNT_FIELDS = ("on_time", "late_within_lateness", "dropped_late", "quarantined")
@@ -34,22 +36,22 @@ class MonitoringResource(ConfigurableResource):
     """Thresholds of the late-data checks (fractions of records; lag in milliseconds)."""
 
     late_rate_warn: float = Field(
-        default=env_number("PLATFORM_LATE_RATE_WARN", 0.05),
+        default=_DEFAULTS.late_rate_warn,
         description="Dropped-late share of (record, window) pairs above which to WARN")
     late_rate_error: float = Field(
-        default=env_number("PLATFORM_LATE_RATE_ERROR", 0.20),
+        default=_DEFAULTS.late_rate_error,
         description="Dropped-late share above which the check fails with ERROR (blocking)")
     quarantine_rate_warn: float = Field(
-        default=env_number("PLATFORM_QUARANTINE_RATE_WARN", 0.02),
+        default=_DEFAULTS.quarantine_rate_warn,
         description="Quarantined share of lines above which to WARN")
     quarantine_rate_error: float = Field(
-        default=env_number("PLATFORM_QUARANTINE_RATE_ERROR", 0.10),
+        default=_DEFAULTS.quarantine_rate_error,
         description="Quarantined share above which the check fails with ERROR (blocking)")
     watermark_lag_warn_ms: float = Field(
-        default=env_number("PLATFORM_WATERMARK_LAG_WARN_MS", 30 * 60_000),
+        default=_DEFAULTS.watermark_lag_warn_ms,
         description="Median watermark lag (ingest time - watermark) above which to WARN")
     watermark_lag_error_ms: float = Field(
-        default=env_number("PLATFORM_WATERMARK_LAG_ERROR_MS", 3 * 3_600_000),
+        default=_DEFAULTS.watermark_lag_error_ms,
         description="Median watermark lag above which the check fails with ERROR (blocking)")
 
 

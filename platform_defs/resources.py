@@ -1,11 +1,10 @@
-"""Dagster resources: where the platform's data lives, and the Delta-enabled SparkSession.
+"""Dagster resources: the platform's settings, and the Delta-enabled SparkSession.
 
-Both are configured the Dagster way (config fields, or environment variables through the
-defaults), so nothing is hard-coded to one machine.
+Both read the one settings model (``jobs.settings.PlatformSettings``, ``PLATFORM_*``
+variables); a deployment overrides fields here, so nothing is hard-coded to one machine.
 """
 
-
-from pathlib import Path
+from __future__ import annotations
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -21,7 +20,7 @@ class PlatformResource(ConfigurableResource):
     variables, then to the embedded default under ``.platform/``."""
 
     home: str | None = Field(default=None, description="PLATFORM_HOME: root of local data")
-    warehouse: str | None = Field(default=None, description="Delta tables folder")
+    warehouse: str | None = Field(default=None, description="Delta tables folder or URI")
     landing: str | None = Field(default=None, description="Landing folder for JSON-lines files")
     pipeline: str | None = Field(default=None, description="Pipeline description (YAML/JSON)")
     time_zone: str | None = Field(
@@ -38,25 +37,23 @@ class PlatformResource(ConfigurableResource):
                 f"platform resource time_zone {self.time_zone!r} differs from "
                 f"PLATFORM_TIME_ZONE {loaded_zone!r}, which the daily partitions were defined "
                 "with when the code location loaded; set PLATFORM_TIME_ZONE instead")
-        overrides = {
-            "PLATFORM_HOME": self.home, "PLATFORM_WAREHOUSE": self.warehouse,
-            "PLATFORM_LANDING": self.landing, "PLATFORM_PIPELINE": self.pipeline,
-            "PLATFORM_TIME_ZONE": self.time_zone,
-        }
-        import os
-
-        env = dict(os.environ)
-        env.update({k: str(Path(v)) if k != "PLATFORM_TIME_ZONE" else v
-                    for k, v in overrides.items() if v})
-        return PlatformSettings.from_env(env)
+        return PlatformSettings.from_env(home=self.home, warehouse=self.warehouse,
+                                         landing=self.landing, pipeline_path=self.pipeline,
+                                         time_zone=self.time_zone)
 
 
 class DeltaSparkResource(ConfigurableResource):
-    """A local Delta-enabled SparkSession (``jobs.spark.get_spark``), shared within a process."""
+    """The Delta-enabled SparkSession (``jobs.spark.get_spark``), shared within a process, on
+    the engine the settings choose (``PLATFORM_SPARK_MASTER``, ``PLATFORM_SPARK_CONF``)."""
 
-    master: str = Field(default="local[2]", description="Spark master URL")
-    shuffle_partitions: int = Field(default=4, description="spark.sql.shuffle.partitions")
+    master: str | None = Field(default=None, description="Spark master URL (default: "
+                                                          "PLATFORM_SPARK_MASTER, else local[2])")
+    shuffle_partitions: int | None = Field(default=None,
+                                           description="spark.sql.shuffle.partitions")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings")
 
     def session(self) -> SparkSession:
-        return get_spark(self.master, self.shuffle_partitions, extra=self.spark_conf)
+        settings = PlatformSettings.from_env()
+        return get_spark(self.master or settings.spark_master,
+                         self.shuffle_partitions or settings.shuffle_partitions,
+                         extra={**settings.spark_settings(), **self.spark_conf})

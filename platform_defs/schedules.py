@@ -9,7 +9,6 @@ contiguous range. A run that failed is asked for again on the next ticks (a few 
 only once the watermark moves.
 """
 
-import os
 from datetime import date, timedelta
 
 from dagster import (
@@ -24,20 +23,20 @@ from dagster import (
     define_asset_job,
     schedule,
 )
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from jobs import tables
-from jobs.delta_stats import max_column_value
+from jobs.days import last_final_day
 from jobs.settings import PlatformSettings
-from platform_defs.env_settings import env_whole_number
-from platform_defs.partitions import daily_partitions, last_final_day
+from jobs.table_stats import max_column_value
+from platform_defs.partitions import daily_partitions
 from platform_defs.resources import PlatformResource
 
-LOOKBACK_DAYS = env_whole_number("PLATFORM_FINALITY_LOOKBACK_DAYS", 3, minimum=1)
-FINALITY_CRON = os.environ.get("PLATFORM_FINALITY_CRON", "*/15 * * * *")
+_SETTINGS = PlatformSettings.from_env(check=False)
+LOOKBACK_DAYS = _SETTINGS.finality_lookback_days
+FINALITY_CRON = _SETTINGS.finality_cron
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+"""Dagster's documented run tags for a single-run backfill of a partition range."""
 
 windowed_job = define_asset_job(
     "windowed_outputs_job",
@@ -79,7 +78,7 @@ def days_to_finalise(instance: DagsterInstance, settings: PlatformSettings, wate
 
 
 @schedule(job=windowed_job, cron_schedule=FINALITY_CRON,
-          execution_timezone=os.environ.get("PLATFORM_TIME_ZONE", "UTC"),
+          execution_timezone=_SETTINGS.time_zone,
           description="Re-materialises the days whose windows just became final (watermark "
                       "past their last window's end plus allowed lateness).")
 def finality_schedule(context: ScheduleEvaluationContext, platform: PlatformResource):

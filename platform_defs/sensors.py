@@ -20,12 +20,12 @@ from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from jobs.ingest import landing_files
-from platform_defs.env_settings import env_number
+from jobs.ingest.landing import landing_files
+from jobs.settings import PlatformSettings
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
 
-GRACE_NS = int(env_number("PLATFORM_LANDING_GRACE_SECONDS", 300) * 1e9)
+GRACE_NS = int(PlatformSettings.from_env(check=False).landing_grace_seconds * 1e9)
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def run_key(new_files: list[str]) -> str:
                     "folder; one run per set of new files.")
 def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource):
     settings = platform.settings()
-    landing = settings.landing
+    landing = settings.landing_dir
     cursor = LandingCursor.parse(context.cursor)
     new, after = scan(finished_files(landing, settings.landing_settle_ms), cursor)
     if not new:

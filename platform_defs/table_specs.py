@@ -11,7 +11,6 @@ from pyspark.sql.types import StructType
 
 from jobs import tables
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
-from jobs.live_sink import BATCH_METRICS
 from jobs.settings import PlatformSettings, SettingsError
 from platform_defs import schemas
 
@@ -21,7 +20,7 @@ DELTA_KINDS = {"spark", "delta"}
 
 def _load_settings() -> PlatformSettings | None:
     try:
-        return PlatformSettings.from_env()
+        return PlatformSettings.from_env(check=False)
     except SettingsError:
         return None  # the resource reports the wrong setting when a run starts
 
@@ -34,7 +33,7 @@ SCHEMAS: dict[str, StructType] = {
     tables.WINDOW_RESULTS: schemas.results_schema(_SETTINGS.pipeline if _SETTINGS else None),
     tables.LATE_RECORDS: tables.LATE_RECORDS_SCHEMA,
     tables.LATE_DATA_METRICS: schemas.METRICS_SCHEMA,
-    BATCH_METRICS: schemas.BATCH_METRICS_SCHEMA,
+    tables.BATCH_METRICS: schemas.BATCH_METRICS_SCHEMA,
     tables.WINDOW_ASSIGNMENTS: tables.WINDOW_ASSIGNMENTS_SCHEMA,
     RESPONSES: schemas.RESPONSES_SCHEMA,
     ENRICHED: schemas.ENRICHED_SCHEMA,

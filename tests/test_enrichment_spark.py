@@ -185,7 +185,7 @@ def test_a_crash_between_the_output_writes_splits_no_record(spark, platform_env,
     monkeypatch.setattr(enrichment, "append_idempotent", crash_after_the_enriched_append)
     retry = RetryPolicy.fixed(2, 5, retry_on=TRANSIENT_ERRORS)
     config = AsyncEnrichConfig(capacity=8, timeout_ms=2_000, retry=retry)
-    checkpoint = str(settings.warehouse / "_checkpoints" / "enrichment-test")
+    checkpoint = settings.warehouse + "/_checkpoints/enrichment-test"
     with running_service(users=40, error_rate=0.3, seed=5) as service:
         with pytest.raises(Exception, match="simulated crash"):
             run_enrichment_live(spark, settings, service.base_url, config,

@@ -11,6 +11,7 @@ from jobs import ingest as ingest_module
 from jobs import tables
 from jobs.generator import BAD_KINDS, GeneratorConfig, generate
 from jobs.ingest import ingest
+from jobs.ingest.log import IngestLog
 from jobs.settings import PlatformSettings
 from operators.watermarks import assign_watermarks
 
@@ -85,23 +86,21 @@ def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, pla
                                                                      monkeypatch):
     settings = PlatformSettings.from_env()
     generate(SMALL, settings.landing)
-    original = ingest_module._write_manifest
+    original = IngestLog.write_commit
 
-    def crash_on_commit(spark_, settings_, plan, status, *args):
-        if status == "committed":
-            raise RuntimeError("simulated crash after the appends")
-        return original(spark_, settings_, plan, status, *args)
+    def crash_on_commit(log, commit):
+        raise RuntimeError("simulated crash after the appends")
 
-    monkeypatch.setattr(ingest_module, "_write_manifest", crash_on_commit)
+    monkeypatch.setattr(IngestLog, "write_commit", crash_on_commit)
     with pytest.raises(RuntimeError, match="simulated crash"):
         ingest(spark, settings, progress=_quiet)
     crashed = _table(spark, settings, tables.ARRIVAL_LOG)
     # a new file arriving meanwhile must not slip into the re-run batch
-    extra = settings.landing / "producer-9" / "late-arrival.jsonl"
+    extra = settings.landing_dir / "producer-9" / "late-arrival.jsonl"
     extra.parent.mkdir(parents=True)
     extra.write_text(json.dumps({"key": "user-0001", "event_time": SMALL.start_ms,
                                  "received_at": SMALL.start_ms + 10}) + "\n")
-    monkeypatch.setattr(ingest_module, "_write_manifest", original)
+    monkeypatch.setattr(IngestLog, "write_commit", original)
 
     resumed = ingest(spark, settings, progress=_quiet)
     assert resumed.resumed and resumed.batch_id == 0
@@ -116,7 +115,7 @@ def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, pla
 
 def test_lines_without_the_clock_field_take_their_neighbours_clock(spark, platform_env):
     settings = PlatformSettings.from_env()
-    folder = settings.landing / "producer-0"
+    folder = settings.landing_dir / "producer-0"
     folder.mkdir(parents=True)
     lines = [
         {"key": "a", "event_time": 1_000, "received_at": 5_000},
@@ -175,7 +174,7 @@ def test_bad_lines_and_bogus_stamps_change_nothing_for_the_good_records(spark, t
         for partition, lines in good.items():
             extra = bad[partition] if with_bad else []
             mixed = [*lines[:4], *extra, *lines[4:]]
-            path = settings.landing / partition / "f.jsonl"
+            path = settings.landing_dir / partition / "f.jsonl"
             path.parent.mkdir(parents=True)
             path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x)
                                       for x in mixed) + "\n")

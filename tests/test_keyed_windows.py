@@ -16,7 +16,9 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.live import run_live
 from jobs.settings import PlatformSettings
-from jobs.windowed import UnsupportedPipeline, compute_windows, run_backfill
+from jobs.backfill import run_backfill
+from jobs.runtime import UnsupportedPipeline
+from jobs.windows import compute_windows
 from tests.log_replay import late_of, metric_totals, replay, results_of
 
 pytestmark = pytest.mark.spark

@@ -15,7 +15,8 @@ from jobs import tables
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.settings import PlatformSettings
-from jobs.windowed import compute_windows, run_backfill
+from jobs.backfill import run_backfill
+from jobs.windows import compute_windows
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
 from tests.output_tables import assert_same, output_tables

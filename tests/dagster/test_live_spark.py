@@ -12,7 +12,7 @@ from dagster import AssetKey, AssetRecordsFilter
 from jobs import tables
 from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
-from jobs.windowed import run_backfill
+from jobs.backfill import run_backfill
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job
 from tests.output_tables import output_tables

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs import parsing, tables
+from jobs import tables
+from jobs.ingest import parsing
 from jobs.ingest import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest
-from jobs.parsing import ParsedEvent, Rejection, parse_line
+from jobs.ingest.parsing import ParsedEvent, Rejection, parse_line
 from jobs.settings import PlatformSettings
 
 REASONS = {parsing.MALFORMED_JSON, parsing.NOT_AN_OBJECT, parsing.LINE_TOO_LONG,
@@ -138,7 +139,7 @@ def test_a_file_of_every_bad_kind_is_fully_accounted_for(spark, tmp_path):
 
     def land(home: Path, lines: list[bytes]) -> PlatformSettings:
         settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
-        folder = settings.landing / "producer-0"
+        folder = settings.landing_dir / "producer-0"
         folder.mkdir(parents=True)
         (folder / "batch.jsonl").write_bytes(b"\n".join(lines) + b"\n\n")
         ingest(spark, settings, progress=lambda _: None)
@@ -170,7 +171,7 @@ def test_a_file_of_every_bad_kind_is_fully_accounted_for(spark, tmp_path):
 @pytest.mark.spark
 def test_duplicate_empty_and_half_written_files(spark, tmp_path):
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "platform")})
-    folder = settings.landing / "producer-0"
+    folder = settings.landing_dir / "producer-0"
     folder.mkdir(parents=True)
     content = b"\n".join(_good(i) for i in range(20)) + b"\n"
     (folder / "a.jsonl").write_bytes(content)

@@ -14,7 +14,7 @@ import pytest
 from jobs import delta_io
 from jobs.live import run_live
 from jobs.settings import PlatformSettings
-from jobs.windowed import run_backfill
+from jobs.backfill import run_backfill
 from tests.faults.helpers import QUIET, SESSIONS, copy_log
 from tests.output_tables import assert_same, output_tables
 

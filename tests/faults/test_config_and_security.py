@@ -70,7 +70,7 @@ def test_configured_paths_cannot_escape_the_warehouse(tmp_path):
         settings.table_path("/etc")
     with pytest.raises(SettingsError, match="--checkpoint .* escape the warehouse"):
         settings.inside_warehouse(tmp_path / "elsewhere", "--checkpoint")
-    assert settings.table_path("arrival_log").startswith(str(settings.warehouse.resolve()))
+    assert settings.table_path("arrival_log").startswith(str(Path(settings.warehouse).resolve()))
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -41,7 +41,7 @@ def nexmark_log(spark, tmp_path_factory) -> PlatformSettings:
     share = -(-len(files) // INGESTS)
     for start in range(0, len(files), share):
         for path in files[start:start + share]:
-            target = settings.landing / path.relative_to(root / "staging")
+            target = settings.landing_dir / path.relative_to(root / "staging")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(path, target)
         ingest(spark, settings, **QUIET)

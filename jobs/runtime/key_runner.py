@@ -1,9 +1,10 @@
 """One key's records through the window operator, as output rows.
 
-The live processor (state in RocksDB between micro-batches) and the keyed backfill
-(``mapInPandas`` over partitions cut at key boundaries, jobs/key_partitions.py) both feed a
-key's records in arrival order to the same ``WindowDriver`` and turn what it emits into the
-same rows; this module is that shared part, so the two runtimes cannot drift apart.
+The live stream (keys' state in RocksDB between micro-batches, jobs/live/keyed.py) and the
+keyed backfill (``mapInPandas`` over partitions cut at key boundaries,
+jobs/runtime/key_partitions.py) both feed a key's records in arrival order to the same
+``WindowDriver`` and turn what it emits into the same rows; this module is that shared part, so
+the two runtimes cannot drift apart.
 
 Rows are dicts over :func:`output_columns`; ``kind`` says what a row is:
 
@@ -17,6 +18,7 @@ Rows are dicts over :func:`output_columns`; ``kind`` says what a row is:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -94,24 +96,25 @@ class KeyRunner:
         the rows it emitted, and a progress row."""
         if not frame.arrival_seq.is_monotonic_increasing:
             frame = frame.sort_values("arrival_seq", kind="stable")
+        rows = self.process_records(key, zip(
+            frame.arrival_seq.tolist(), frame.event_time_ms.tolist(),
+            frame.ingest_time_ms.tolist(), frame.watermark_ms.tolist(), frame.value.tolist(),
+            frame.payload.tolist(), strict=True))
+        rows.append(progress_row(frame, key))
+        return rows
+
+    def process_records(self, key: str, records: Iterable[tuple]) -> list[dict[str, Any]]:
+        """Feed the key's records, ``(arrival_seq, event_time_ms, ingest_time_ms, watermark_ms,
+        value, payload)`` in arrival order; the rows it emitted."""
         driver = self.driver
         extras: dict[int, tuple[int, int, int, Decimal | None]] = {}
-        for row in frame.itertuples(index=False):
-            element = json.loads(row.payload, parse_float=Decimal)
-            element["value"] = row.value
-            extras[row.arrival_seq] = (row.event_time_ms, row.ingest_time_ms, row.watermark_ms,
-                                       row.value)
-            driver.process(key, row.event_time_ms, element, arrival_seq=row.arrival_seq,
-                           watermark=row.watermark_ms, ingest_time=row.ingest_time_ms)
-        rows = self.emitted(key, extras)
-        rows.append({"kind": "progress", "key": key,
-                     "arrival_seq": int(frame.arrival_seq.max()), "records": len(frame),
-                     "min_arrival_seq": int(frame.arrival_seq.min()),
-                     "min_event_ms": int(frame.event_time_ms.min()),
-                     "max_event_ms": int(frame.event_time_ms.max()),
-                     "min_ingest_ms": int(frame.ingest_time_ms.min()),
-                     "max_ingest_ms": int(frame.ingest_time_ms.max())})
-        return rows
+        for arrival_seq, event_time, ingest_time, watermark, value, payload in records:
+            element = json.loads(payload, parse_float=Decimal)
+            element["value"] = value
+            extras[arrival_seq] = (event_time, ingest_time, watermark, value)
+            driver.process(key, event_time, element, arrival_seq=arrival_seq,
+                           watermark=watermark, ingest_time=ingest_time)
+        return self.emitted(key, extras)
 
     def fire(self, key: str, watermark: int) -> list[dict[str, Any]]:
         """Fire the key's event-time timers due at ``watermark`` (one that a record carried)."""
@@ -151,3 +154,14 @@ class KeyRunner:
         """Nullable dtypes per column: an all-null column must not turn into float NaN, which
         Arrow cannot read as a long or a decimal."""
         return pd.DataFrame(rows, columns=self.columns).astype(self.dtypes)
+
+
+def progress_row(frame: pd.DataFrame, key: str | None = None) -> dict[str, Any]:
+    """What a call consumed: its arrival range, record count and time bounds (the live sink
+    derives the micro-batch's range and the days it touched from these)."""
+    return {"kind": "progress", "key": key, "arrival_seq": int(frame.arrival_seq.max()),
+            "records": len(frame), "min_arrival_seq": int(frame.arrival_seq.min()),
+            "min_event_ms": int(frame.event_time_ms.min()),
+            "max_event_ms": int(frame.event_time_ms.max()),
+            "min_ingest_ms": int(frame.ingest_time_ms.min()),
+            "max_ingest_ms": int(frame.ingest_time_ms.max())}

@@ -3,11 +3,11 @@
 Spark's expressions cannot replay a session window (sessions merge as records arrive, and a
 record late for its own session may still bridge two live ones), a count or delta trigger, an
 evictor or a continuous trigger. For those pipelines the backfill runs the very runtime the live
-stream runs (:class:`jobs.key_runner.KeyRunner`) over each key's whole history in arrival order
-(jobs/key_partitions.py: one Python call per partition), then fires the key's timers at the
-log's last recorded watermark, which is where the live stream's final ``AvailableNow`` batch
-fires them. Keys are independent, so Spark spreads them over its cores; there is no replay of
-micro-batches.
+stream runs (:class:`jobs.runtime.key_runner.KeyRunner`) over each key's whole history in
+arrival order (jobs/runtime/key_partitions.py: one Python call per partition), then fires the
+key's timers at the log's last recorded watermark, which is where the live stream's final
+``AvailableNow`` batch fires them. Keys are independent, so Spark spreads them over its
+cores; there is no replay of micro-batches.
 
 Late-data metrics need every record's fate in every window it reached, which only the operator
 knows here (the window a record joins depends on what arrived before it). The runtime therefore
@@ -26,35 +26,19 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs import tables
-from jobs.key_partitions import map_keys
-from jobs.key_runner import KeyRunner, output_schema
-from jobs.windowed import UnsupportedPipeline, WindowOutputs, day_metrics, window_end_date
+from jobs.days import window_end_date
+from jobs.runtime import INPUT_COLUMNS, check_runnable
+from jobs.runtime.key_partitions import map_keys
+from jobs.runtime.key_runner import KeyRunner, output_schema
+from jobs.window_tables import (
+    WindowOutputs,
+    assignment_rows,
+    day_metrics,
+    late_rows,
+    pane_results,
+)
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
-from operators.window_operator import DROPPED
-
-INPUT_COLUMNS = ("key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value",
-                 "payload")
-
-
-def check_runnable(spec: PipelineSpec) -> None:
-    """Refuse, before any data is touched, what the Spark runtimes cannot run per key.
-
-    A processing-time timer of a key with no records would have to fire at another key's ingest
-    time, interleaved with event-time timers in one global order: only the single-threaded
-    replay (``eventtime-replay``) can honour that. A global window has no end, hence no day
-    partition for its results.
-    """
-    if spec.trigger is not None and spec.trigger.uses_processing_time:
-        raise UnsupportedPipeline(
-            f"trigger.type {spec.trigger.type!r}: processing-time triggers run in the "
-            "eventtime-replay command only; the Spark runtimes (live and backfill) wake keys "
-            "from the event-time watermark")
-    if spec.window.type == "global":
-        raise UnsupportedPipeline(
-            "window.type 'global': results are partitioned by the day of the window's end, and "
-            "a global window never ends; use the eventtime-replay command")
 
 
 def _key_function(spec: PipelineSpec, log_watermark: int
@@ -82,33 +66,6 @@ def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) ->
                     to_frame, output_schema(spec))
 
 
-def pane_results(panes: DataFrame, spec: PipelineSpec, time_zone: str) -> DataFrame:
-    """Pane rows in the results table's shape (the caller keeps the latest pane)."""
-    return (panes.withColumn("window_start", F.timestamp_millis("window_start_ms"))
-            .withColumn("window_end", F.timestamp_millis("window_end_ms"))
-            .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
-            .select("key", "window_start_ms", "window_end_ms", "window_start", "window_end",
-                    "window_end_date", *tables.PANE_COLUMNS,
-                    *[F.col(f"agg_{a.name}").alias(a.name) for a in spec.aggregates]))
-
-
-def late_rows(late: DataFrame, time_zone: str) -> DataFrame:
-    """Late rows in the late-records table's shape."""
-    return (late.withColumn("event_time", F.timestamp_millis("event_time_ms"))
-            .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
-            .select(*tables.LATE_RECORDS_SCHEMA.fieldNames()))
-
-
-def assignment_rows(emitted: DataFrame, time_zone: str) -> DataFrame:
-    """Assign and late rows in the ``window_assignments`` table's shape (late rows are the
-    dropped assignments)."""
-    fate = F.when(F.col("kind") == "late", F.lit(DROPPED)).otherwise(F.col("fate"))
-    return (emitted.where(F.col("kind").isin("assign", "late"))
-            .withColumn("fate", fate)
-            .withColumn("window_end_date", window_end_date(F.col("window_end_ms"), time_zone))
-            .select(*tables.WINDOW_ASSIGNMENTS_SCHEMA.fieldNames()))
-
-
 def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,
                           time_zone: str = "UTC", first_day: str | None = None,
                           last_day: str | None = None) -> WindowOutputs:
@@ -131,7 +88,7 @@ def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spe
         last_day = last_day or (str(bounds[1]) if bounds[1] else "1970-01-01")
     in_range = emitted.where(F.col("window_end_date").between(first_day, last_day))
     results = pane_results(in_range.where(F.col("kind") == "pane").drop("window_end_date"),
-                           spec, time_zone)
+                           [a.name for a in spec.aggregates], time_zone)
     late = late_rows(in_range.where(F.col("kind") == "late").drop("window_end_date"), time_zone)
     assignments = assignment_rows(in_range.drop("window_end_date"), time_zone)
     metrics = day_metrics(assignments.withColumnRenamed("fate", "_class"), quarantine,

@@ -3,11 +3,11 @@
 A long-running or heavy live step should not share the Dagster run worker's memory and JVM: this
 script starts its own SparkSession and reports back through Dagster Pipes. Two modes:
 
-- ``python -m platform_defs.live_process`` (``live_pipes_job``): one increment (ingest, then the
+- ``python -m jobs.live.pipes`` (``live_pipes_job``): one increment (ingest, then the
   windowed tables for the days it touched) and stop. Progress streams back as Pipes log lines;
   at the end one custom message says what was written, which the launching op turns into asset
   materialisations (per day for the partitioned tables).
-- ``python -m platform_defs.live_process --stream --trigger "10 seconds"``
+- ``python -m jobs.live.pipes --stream --trigger "10 seconds"``
   (``live_stream_job``): the long-running live stream. It ingests new landing files every
   ``--poll`` seconds while the streaming query runs, and reports every micro-batch the moment it
   is written (records, panes, late rows and the batch's late-data figures), which the launching
@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -52,14 +50,13 @@ def _ingest_message(report) -> dict[str, Any]:
 
 
 def run_once(pipes, progress: Callable[[str], None]) -> None:
+    from jobs.live.increment import run_increment
     from jobs.settings import PlatformSettings
-    from jobs.spark import get_spark
-    from platform_defs.increment import run_increment
+    from jobs.spark import spark_for
 
     settings = PlatformSettings.from_env()
-    spark = get_spark(app_name="eventtime-live")
-    step = run_increment(spark, settings, progress=progress,
-                         engine=os.environ.get("PLATFORM_LIVE_ENGINE", "auto"))
+    spark = spark_for(settings, app_name="eventtime-live")
+    step = run_increment(spark, settings, progress=progress, engine=settings.live_engine)
     pipes.report_custom_message({
         "kind": "increment", "engine": step.engine, "first_day": step.first_day,
         "last_day": step.last_day, "ingest": _ingest_message(step.ingest),
@@ -70,50 +67,35 @@ def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace)
     from pyspark.sql import functions as F
 
     from jobs import tables
-    from jobs.ingest import ingest
-    from jobs.live import start_live
+    from jobs.live import run_stream as stream
     from jobs.settings import PlatformSettings
-    from jobs.spark import get_spark
+    from jobs.spark import spark_for
 
     settings = PlatformSettings.from_env()
-    spark = get_spark(app_name="eventtime-live-stream")
+    spark = spark_for(settings, app_name="eventtime-live-stream")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    first = ingest(spark, settings, progress=progress)  # the stream needs an arrival log
-    if first.batch_id is not None:
-        pipes.report_custom_message({"kind": "ingest", **_ingest_message(first)})
-    query, sink = start_live(spark, settings, trigger=args.trigger, progress=progress)
-    deadline = time.monotonic() + args.duration if args.duration else None
-    reported = 0
-    try:
-        while query.isActive and not stop.is_set():
-            for summary in sink.batches[reported:]:
-                pipes.report_custom_message({"kind": "batch", **_row(summary)})
-                reported += 1
-            if args.max_batches and reported >= args.max_batches:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            report = ingest(spark, settings, progress=progress)
-            if report.batch_id is not None:
-                pipes.report_custom_message({"kind": "ingest", **_ingest_message(report)})
-            stop.wait(args.poll)
-        if query.exception() is not None:
-            raise RuntimeError(f"live stream failed: {query.exception()}")
-    finally:
-        query.stop()  # between micro-batches or not, the checkpoint keeps the position
-    for summary in sink.batches[reported:]:
-        pipes.report_custom_message({"kind": "batch", **_row(summary)})
+
+    def on_flush(batches: list[dict]) -> None:
+        for summary in batches:
+            pipes.report_custom_message({"kind": "batch", **_row(summary)})
+
+    def on_ingest(report) -> None:
+        pipes.report_custom_message({"kind": "ingest", **_ingest_message(report)})
+
+    report = stream(spark, settings, trigger=args.trigger, poll_s=args.poll,
+                    duration_s=args.duration, max_batches=args.max_batches,
+                    metrics_interval_s=args.metrics_interval, stop=stop, progress=progress,
+                    on_ingest=on_ingest, on_flush=on_flush)
     metrics = []
-    if sink.days is not None:
+    if report.days is not None:
         metrics = [_row(row.asDict()) for row in spark.read.format("delta")
                    .load(settings.table_path(tables.LATE_DATA_METRICS))
-                   .where(F.col("window_end_date").between(*sink.days))
+                   .where(F.col("window_end_date").between(*report.days))
                    .orderBy("window_end_date").collect()]
-    pipes.report_custom_message({"kind": "stopped", "batches": len(sink.batches),
+    pipes.report_custom_message({"kind": "stopped", "batches": len(report.batches),
                                  "metrics": metrics})
-    progress(f"live stream stopped after {len(sink.batches)} micro-batches")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,11 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the long-running live stream instead of one increment")
     parser.add_argument("--trigger", default="10 seconds",
                         help="micro-batch interval of the stream (Spark's processing time)")
-    parser.add_argument("--poll", type=float, default=5.0,
-                        help="seconds between ingests of new landing files and reports")
+    parser.add_argument("--poll", type=float, default=1.0,
+                        help="seconds between ingests of new landing files")
     parser.add_argument("--max-batches", type=int, default=0, help="stop after N (0: never)")
     parser.add_argument("--duration", type=float, default=0.0,
                         help="stop after this many seconds (0: never)")
+    parser.add_argument("--metrics-interval", type=float, default=5.0,
+                        help="seconds between late-data metric updates (each reported)")
     args = parser.parse_args(argv)
     with open_dagster_pipes() as pipes:
         under_dagster = PipesEnvVarParamsLoader().is_dagster_pipes_process()

@@ -1,0 +1,122 @@
+"""Backfills: recompute a range of days of the windowed tables from the arrival log.
+
+A backfill replaces exactly the day partitions it computed in the results, late-records and
+metrics tables (and the window assignments of pipelines the operator library runs per key), so
+a repeated or concurrent backfill leaves the tables as one clean run would. It computes from one
+pinned snapshot of the log and checks afterwards that nothing reaching its days arrived
+meanwhile (see :func:`run_backfill`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import tables
+from jobs.days import could_reach
+from jobs.delta_io import read_table_or_none, replace_range, rows_written
+from jobs.settings import PlatformSettings
+from jobs.windows import compute_windows
+
+
+@dataclass
+class BackfillReport:
+    first_day: str
+    last_day: str
+    results: int
+    late: int
+    metrics: list[dict]
+    passes: int = 1
+    """How many times the range was computed: more than once when the arrival log received
+    records that reach the range while the backfill ran (see :func:`run_backfill`)."""
+
+    def summary(self) -> str:
+        """What this backfill wrote (its own commits' counts)."""
+        if not self.results and not self.late and not any(
+                m.get("on_time") or m.get("late_within_lateness") or m.get("dropped_late")
+                or m.get("quarantined") for m in self.metrics):
+            return (f"backfill {self.first_day} .. {self.last_day}: no records reach these "
+                    "days; the range was emptied and nothing was written")
+        return (f"backfill {self.first_day} .. {self.last_day}: wrote {self.results} result "
+                f"rows, {self.late} late records, {len(self.metrics)} days of metrics")
+
+
+MAX_BACKFILL_PASSES = 4
+
+
+class BackfillRaceError(RuntimeError):
+    """The arrival log kept receiving records for the backfilled days during every pass."""
+
+
+def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str | None = None,
+                 last_day: str | None = None, progress: Callable[[str], None] = print
+                 ) -> BackfillReport:
+    """Recompute the output partitions ``[first_day, last_day]`` from the arrival log and
+    replace exactly those partitions in the results, late-records and metrics tables.
+
+    A backfill computes from the log as it was when it started, then replaces its days. If
+    ingest appended records reaching those days meanwhile, the live job may already have
+    written what they changed (a later pane, a late record) and the replacement would erase
+    it, for good: the live job does not write it again. So after writing, the backfill looks
+    for such records and, if there are any, computes the range again from the newer log.
+    Rows the live job derived from the records the backfill saw are the rows the backfill
+    writes (determinism), so erasing those loses nothing."""
+    log_path = settings.table_path(tables.ARRIVAL_LOG)
+    if read_table_or_none(spark, log_path) is None:
+        raise FileNotFoundError(f"no arrival log at {log_path}: run ingest first")
+    for attempt in range(1, MAX_BACKFILL_PASSES + 1):
+        # one snapshot for the whole pass: an unpinned Delta DataFrame reads the newest
+        # version at each action, so two actions of one pass could see two logs
+        version = DeltaTable.forPath(spark, log_path).history(1).select("version").first()[0]
+        arrivals = spark.read.format("delta").option("versionAsOf", version).load(log_path)
+        seen = arrivals.agg(F.max("arrival_seq")).first()[0]
+        report = _backfill_pass(spark, settings, arrivals, first_day, last_day, progress)
+        report.passes = attempt
+        newer = spark.read.format("delta").load(log_path).where(
+            F.col("arrival_seq") > F.lit(-1 if seen is None else seen))
+        reaching = newer.where(could_reach(report.first_day, report.last_day,
+                                            settings.pipeline.window))
+        if not reaching.limit(1).count():
+            return report
+        progress(f"windows: the arrival log received records reaching {report.first_day} .. "
+                 f"{report.last_day} during the backfill; computing the range again")
+    raise BackfillRaceError(
+        f"the arrival log received records reaching {report.first_day} .. {report.last_day} "
+        f"during each of {MAX_BACKFILL_PASSES} passes; the tables hold the last pass, which "
+        "may have replaced rows the live job wrote from the newest records. Run the backfill "
+        "again when ingest is quieter (or with the live job stopped).")
+
+
+def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
+                   first_day: str | None, last_day: str | None,
+                   progress: Callable[[str], None]) -> BackfillReport:
+    quarantine = read_table_or_none(spark, settings.table_path(tables.QUARANTINE))
+    outputs = compute_windows(arrivals, quarantine, settings.pipeline, settings.time_zone,
+                              first_day, last_day)
+    progress(f"windows: computing partitions {outputs.first_day} .. {outputs.last_day}")
+    # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
+    # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
+    written = {}
+    writes = [(tables.WINDOW_RESULTS, outputs.results), (tables.LATE_RECORDS, outputs.late),
+              (tables.LATE_DATA_METRICS, outputs.metrics)]
+    if outputs.keeps_assignments:
+        writes.insert(0, (tables.WINDOW_ASSIGNMENTS, outputs.assigned))
+    try:
+        for name, frame in writes:
+            path = settings.table_path(name)
+            replace_range(frame, path, column="window_end_date", first=outputs.first_day,
+                          last=outputs.last_day, partition_by="window_end_date")
+            written[name] = rows_written(spark, path)
+            progress(f"windows: wrote {written[name]} rows to {name}")
+    finally:
+        outputs.release()
+    metrics = [row.asDict() for row in spark.read.format("delta")
+               .load(settings.table_path(tables.LATE_DATA_METRICS))
+               .where(F.col("window_end_date").between(outputs.first_day, outputs.last_day))
+               .orderBy("window_end_date").collect()]
+    return BackfillReport(outputs.first_day, outputs.last_day, written[tables.WINDOW_RESULTS],
+                          written[tables.LATE_RECORDS], metrics)

@@ -1,0 +1,339 @@
+"""Append new landing files to the arrival log (bronze) and bad lines to quarantine.
+
+This is the one sequential step of the platform: it fixes each record's arrival position
+(``ingest_time``, ``arrival_seq``) and the watermark in force at its arrival, once and for all.
+Everything downstream is a pure function of what it writes.
+
+Crash safety: a batch is first *planned* in the ingest log (jobs/ingest/log.py: its file parts,
+exclusive, so two ingests never plan the same batch); its appends carry Delta transaction ids
+(``txnVersion`` = batch id); only then is it *committed* in the log. A crash anywhere re-runs
+exactly the planned batch, and an append that had already landed is skipped by Delta, so
+nothing is lost or doubled.
+
+Landing files are immutable, and ingest enforces it rather than trusting it: a known file that
+grew with its earlier content unchanged has its new lines ingested (the numbering goes on); a
+known file whose earlier content changed has every line quarantined as
+``file_changed_after_ingest`` (nothing is skipped, nothing ingested twice); a file with the very
+content of one ingested before is quarantined once as ``duplicate_file``. Each is counted in
+the report and said in the progress output.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import storage, tables
+from jobs.days import day_of_column
+from jobs.delta_io import append_idempotent, table_exists
+from jobs.ingest.batch import (
+    BAD_INGEST_STAMP,
+    DUPLICATE_FILE,
+    FILE_CHANGED,
+    INVALID_UTF8,
+    BatchRows,
+    IngestRules,
+    batch_rows,
+)
+from jobs.ingest.landing import EMPTY_SHA256, LandedFile, list_landing, sha256_prefix
+from jobs.ingest.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
+from jobs.settings import PlatformSettings
+from jobs.storage import Files
+from operators.time import MIN_WATERMARK
+
+__all__ = ["BAD_INGEST_STAMP", "DUPLICATE_FILE", "FILE_CHANGED", "INVALID_UTF8",
+           "ConcurrentIngestError", "IngestReport", "Ingestor", "ingest"]
+
+
+class ConcurrentIngestError(RuntimeError):
+    """Two ingests ran at once; the other one owns the batch (nothing was written twice)."""
+
+
+class StaleWarehouseError(RuntimeError):
+    """The warehouse was written by an older version of the platform."""
+
+
+@dataclass
+class IngestReport:
+    batch_id: int | None
+    files: int = 0
+    records: int = 0
+    quarantined: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    resumed: bool = False
+    watermark_ms: int = MIN_WATERMARK
+    deferred: int = 0
+    """Files that may still be being written (no final newline, recently changed)."""
+    appended: int = 0
+    """Known files that grew: their new lines were ingested."""
+    changed: int = 0
+    """Known files whose earlier content changed: quarantined whole."""
+    first_seq: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        if self.batch_id is None:
+            waiting = f" ({self.deferred} still being written)" if self.deferred else ""
+            return f"ingest: no new landing files{waiting}"
+        verb = "re-ran planned" if self.resumed else "ingested"
+        waiting = f"; {self.deferred} files still being written" if self.deferred else ""
+        extra = ""
+        if self.appended:
+            extra += f"; {self.appended} files grew (new lines ingested)"
+        if self.changed:
+            extra += (f"; WARNING {self.changed} files changed after ingest (lines "
+                      f"quarantined as {FILE_CHANGED})")
+        return (f"ingest: {verb} batch {self.batch_id}: {self.files} files, "
+                f"{self.records} records, {self.quarantined} quarantined {self.reasons}"
+                f"{extra}{waiting}")
+
+
+@dataclass
+class _Known:
+    part: FilePart
+    complete: bool
+    """The known content ends with a newline (so appended bytes start a new line)."""
+
+
+class Ingestor:
+    """Ingest batch after batch in one process; the ingest log is read once and then kept.
+
+    ``run_once`` plans and appends one batch (or resumes a crashed one) and returns its report.
+    Plans written by another process meanwhile are picked up before each batch.
+    """
+
+    def __init__(self, spark: SparkSession, settings: PlatformSettings,
+                 progress: Callable[[str], None] = print) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.progress = progress
+        self.landing = settings.landing_dir
+        self.log = IngestLog(Files(spark), settings.warehouse)
+        self.rules = IngestRules(settings.ingest_clock, settings.max_future_ms,
+                                 settings.max_past_ms, settings.max_line_bytes,
+                                 settings.pipeline.watermark)
+        self.known: dict[str, _Known] = {}
+        self.by_hash: dict[str, str] = {}
+        self.verified: dict[str, tuple[int, int]] = {}
+        """name -> (size, mtime) seen unchanged since its last part (not re-hashed)."""
+        self.plans: dict[int, Plan] = {}
+        self.commits: dict[int, Commit] = {}
+        self._check_not_stale()
+
+    # -- the log ---------------------------------------------------------------------------------
+
+    def _check_not_stale(self) -> None:
+        manifest = storage.join(self.settings.warehouse, "_ingest_manifest", "_delta_log")
+        if Files(self.spark).exists(manifest) and not self.log.batch_ids(self.log.plans_folder):
+            raise StaleWarehouseError(
+                f"{self.settings.warehouse} was ingested by an earlier version of the platform "
+                "(an _ingest_manifest table, no ingest log); start from a new PLATFORM_HOME or "
+                "PLATFORM_WAREHOUSE")
+
+    def _refresh(self) -> None:
+        for batch_id in self.log.batch_ids(self.log.plans_folder):
+            if batch_id not in self.plans:
+                self._remember(self.log.plan(batch_id))
+        for batch_id in self.log.batch_ids(self.log.commits_folder):
+            if batch_id not in self.commits:
+                self.commits[batch_id] = self.log.commit(batch_id)
+
+    def _remember(self, plan: Plan) -> None:
+        self.plans[plan.batch_id] = plan
+        for part in plan.files:
+            if part.kind == DUPLICATE:
+                continue
+            complete = part.size == 0 or part.lines > 0 and part.kind != CHANGED
+            self.known[part.name] = _Known(part, complete)
+            self.verified.pop(part.name, None)
+            if part.offset == 0 and part.sha256 != EMPTY_SHA256:
+                self.by_hash.setdefault(part.sha256, part.name)
+
+    # -- planning --------------------------------------------------------------------------------
+
+    def _pending(self) -> Plan | None:
+        pending = sorted(set(self.plans) - set(self.commits))
+        return self.plans[pending[0]] if pending else None
+
+    def _next_position(self) -> tuple[int, int, dict]:
+        """(next batch id, next arrival position, state) after the committed batches."""
+        if not self.commits:
+            return (max(self.plans) + 1 if self.plans else 0), 0, {}
+        last = max(self.commits)
+        plan, commit = self.plans[last], self.commits[last]
+        return max(self.plans) + 1, plan.first_seq + commit.records, commit.end_state
+
+    def _part_for(self, landed: LandedFile) -> FilePart | None:
+        """The part of a landed file a new batch takes, or None when nothing is new."""
+        known = self.known.get(landed.name)
+        if known is None:
+            data = (self.landing / landed.name).read_bytes()[:landed.size]
+            digest = _sha256(data)
+            lines = data.count(b"\n")
+            same = self.by_hash.get(digest) if digest != EMPTY_SHA256 else None
+            if same is not None:
+                return FilePart(landed.name, landed.size, landed.mtime_ns, digest, DUPLICATE,
+                                same_as=same)
+            return FilePart(landed.name, landed.size, landed.mtime_ns, digest, NEW, 0, 1, lines)
+        part = known.part
+        if (landed.size, landed.mtime_ns) in ((part.size, part.mtime_ns),
+                                              self.verified.get(landed.name)):
+            return None
+        if landed.size >= part.size and known.complete and \
+                sha256_prefix(self.landing, landed.name, part.size) == part.sha256:
+            if landed.size == part.size:  # touched, not changed
+                self.verified[landed.name] = (landed.size, landed.mtime_ns)
+                return None
+            data = (self.landing / landed.name).read_bytes()[:landed.size]
+            return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), APPENDED,
+                            part.size, part.lines + 1, data.count(b"\n"))
+        data = (self.landing / landed.name).read_bytes()[:landed.size]
+        return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), CHANGED, 0, 1,
+                        data.count(b"\n"),
+                        same_as=f"{landed.name} was {part.size} bytes (sha256 {part.sha256[:12]}) "
+                                f"when ingested, now {landed.size} bytes with other content")
+
+    def _plan(self) -> tuple[Plan | None, int, bool]:
+        """The batch to run, how many files wait, and whether it is a planned one that did not
+        commit (a crash); else the new landing bytes."""
+        self._refresh()
+        pending = self._pending()
+        if pending is not None:
+            return pending, 0, True
+        landed, deferred = list_landing(self.landing, self.settings.landing_settle_ms)
+        parts: list[FilePart] = []
+        hashes: dict[str, str] = {}
+        for landed_file in landed:
+            part = self._part_for(landed_file)
+            if part is None:
+                continue
+            if part.kind == NEW and part.sha256 != EMPTY_SHA256:
+                same = hashes.get(part.sha256)  # two new files with the same content
+                if same is not None:
+                    part = FilePart(part.name, part.size, part.mtime_ns, part.sha256, DUPLICATE,
+                                    same_as=same)
+                else:
+                    hashes[part.sha256] = part.name
+            parts.append(part)
+        if not parts:
+            return None, deferred, False
+        batch_id, first_seq, state = self._next_position()
+        plan = Plan(batch_id, tuple(parts), first_seq, int(time.time() * 1000), state)
+        try:
+            self.log.create_plan(plan)
+        except FileExistsError:
+            raise ConcurrentIngestError(
+                f"another ingest planned batch {batch_id} at the same time; it will ingest its "
+                "files, and the rest are picked up by the next ingest") from None
+        self._remember(plan)
+        return plan, deferred, False
+
+    # -- running a batch -------------------------------------------------------------------------
+
+    def run_once(self) -> IngestReport:
+        """Ingest the landing bytes not yet in the arrival log, as one batch."""
+        started = time.monotonic()
+        plan, deferred, resumed = self._plan()
+        if plan is None:
+            report = IngestReport(batch_id=None, deferred=deferred)
+            self.progress(report.summary())
+            return report
+        if resumed:
+            self.progress(f"ingest: batch {plan.batch_id} was planned but not committed (a "
+                          "crash); running it again")
+        rows = batch_rows(self.landing, plan, self.rules)
+        self._append(plan, rows)
+        commit = Commit(plan.batch_id, len(rows.good), len(rows.bad), rows.end_state,
+                        rows.reasons, rows.watermark_ms)
+        self.log.write_commit(commit)
+        self.commits[plan.batch_id] = commit
+        kinds = [p.kind for p in plan.files]
+        report = IngestReport(plan.batch_id, len(plan.files), len(rows.good), len(rows.bad),
+                              rows.reasons, resumed, rows.watermark_ms, deferred,
+                              kinds.count(APPENDED), kinds.count(CHANGED), plan.first_seq,
+                              time.monotonic() - started)
+        self.progress(report.summary())
+        return report
+
+    def _append(self, plan: Plan, rows: BatchRows) -> None:
+        """The batch's rows into the arrival log and quarantine, at once (two tables)."""
+        arrivals = arrival_frame(self.spark, rows.good, plan)
+        rejects = quarantine_frame(self.spark, rows.bad, plan, self.settings.time_zone)
+        writes = [(arrivals, len(rows.good), tables.ARRIVAL_LOG, "ingest-arrival-log"),
+                  (rejects, len(rows.bad), tables.QUARANTINE, "ingest-quarantine")]
+        # one file per batch, rows in arrival_seq order: a stream over the log then reads it in
+        # arrival order (Delta serves commits in order, but a commit's files in any order)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(append_idempotent, frame.coalesce(1),
+                                   self.settings.table_path(name), app_id=app_id,
+                                   version=plan.batch_id)
+                       for frame, count, name, app_id in writes
+                       if count or not table_exists(self.spark,
+                                                    self.settings.table_path(name))]
+            for future in futures:
+                future.result()
+
+
+def ingest(spark: SparkSession, settings: PlatformSettings,
+           progress: Callable[[str], None] = print) -> IngestReport:
+    """Ingest the landing files not yet in the arrival log, as one batch."""
+    return Ingestor(spark, settings, progress).run_once()
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _with_timestamps(frame: DataFrame, columns: dict[str, str]) -> DataFrame:
+    for target, source in columns.items():
+        frame = frame.withColumn(target, F.timestamp_millis(F.col(source)))
+    return frame
+
+
+ARRIVAL_DDL = ("arrival_seq long, ingest_batch long, source_partition string, "
+               "source_file string, line_number int, key string, event_time_ms long, "
+               "ingest_time_ms long, watermark_ms long, value decimal(38,9), payload string")
+QUARANTINE_DDL = ("ingest_batch long, source_partition string, source_file string, "
+                  "line_number int, ingest_time_ms long, reason string, detail string, "
+                  "event_time_ms long, raw_line string")
+
+
+def arrival_frame(spark: SparkSession, good: pd.DataFrame, plan: Plan) -> DataFrame:
+    count = len(good)
+    pdf = good.copy()
+    pdf.insert(0, "arrival_seq", pd.Series(range(plan.first_seq, plan.first_seq + count),
+                                           dtype="int64"))
+    pdf.insert(1, "ingest_batch", pd.Series([plan.batch_id] * count, dtype="int64"))
+    pdf["line_number"] = pdf["line_number"].astype("int32")
+    for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"):
+        pdf[name] = pdf[name].astype("int64")
+    frame = spark.createDataFrame(pdf, ARRIVAL_DDL)
+    frame = _with_timestamps(frame, {"event_time": "event_time_ms",
+                                     "ingest_time": "ingest_time_ms"})
+    frame = frame.withColumn("watermark", F.when(F.col("watermark_ms") != MIN_WATERMARK,
+                                                 F.timestamp_millis("watermark_ms")))
+    return frame.select(*tables.ARRIVAL_LOG_SCHEMA.fieldNames())
+
+
+def quarantine_frame(spark: SparkSession, bad: pd.DataFrame, plan: Plan,
+                     time_zone: str) -> DataFrame:
+    count = len(bad)
+    pdf = bad.copy()
+    pdf.insert(0, "ingest_batch", pd.Series([plan.batch_id] * count, dtype="int64"))
+    pdf["line_number"] = pdf["line_number"].astype("int32")
+    pdf["ingest_time_ms"] = pdf["ingest_time_ms"].astype("int64")
+    pdf["event_time_ms"] = pdf["event_time_ms"].astype("Int64")
+    frame = spark.createDataFrame(pdf, QUARANTINE_DDL)
+    frame = _with_timestamps(frame, {"ingest_time": "ingest_time_ms"})
+    # the day of the ingest time in the partitions' time zone, as the metrics count it
+    frame = frame.withColumn("ingest_date", day_of_column(F.col("ingest_time_ms"), time_zone))
+    return frame.select(*tables.QUARANTINE_SCHEMA.fieldNames())
+

@@ -1,0 +1,52 @@
+"""What the tables hold, for people: the day range a log reaches, and each table's row count.
+
+Read by the demo's summary and by anything else that reports on the warehouse, so the Dagster
+layer needs no Spark query of its own.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from jobs import tables
+from jobs.days import window_end_date
+from jobs.delta_io import read_table_or_none
+from jobs.settings import PlatformSettings
+
+
+def log_day_range(spark: SparkSession, settings: PlatformSettings) -> tuple[str, str] | None:
+    """First and last day of window end the arrival log's events can reach, in the configured
+    time zone (``None`` for an empty log). The last window may end a window span after the
+    last event; a dynamic session gap's span is unknown, so a day is allowed for it."""
+    log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
+    if log is None:
+        return None
+    window = settings.pipeline.window
+    span_ms = window.size_ms or window.gap_ms or 86_400_000
+    first, last = log.agg(
+        F.date_format(window_end_date(F.min("event_time_ms") + 1, settings.time_zone),
+                      "yyyy-MM-dd"),
+        F.date_format(window_end_date(F.max("event_time_ms") + span_ms,
+                                      settings.time_zone), "yyyy-MM-dd")).first()
+    return None if first is None else (first, last)
+
+
+def table_counts(spark: SparkSession, settings: PlatformSettings,
+                 names: list[str]) -> dict[str, int | None]:
+    """Rows per table (``None``: not written yet)."""
+    counts: dict[str, int | None] = {}
+    for name in names:
+        table = read_table_or_none(spark, settings.table_path(name))
+        counts[name] = None if table is None else table.count()
+    return counts
+
+
+def metric_totals(spark: SparkSession, settings: PlatformSettings) -> dict[str, int]:
+    """On time, late within lateness, dropped and quarantined over every day."""
+    names = ("on_time", "late_within_lateness", "dropped_late", "quarantined")
+    metrics = read_table_or_none(spark, settings.table_path(tables.LATE_DATA_METRICS))
+    if metrics is None:
+        return dict.fromkeys(names, 0)
+    row = metrics.agg(*[F.sum(n).alias(n) for n in names]).first()
+    return {n: int(row[n] or 0) for n in names}

@@ -1,0 +1,150 @@
+"""Locations of the platform's data: a local folder or any Hadoop filesystem URI.
+
+The warehouse, the landing folder and checkpoints are *locations*: a local path (made absolute)
+or a URI such as ``s3a://bucket/wh``, ``abfss://...`` or ``gs://...``. Spark and Delta read
+and write either through Hadoop's FileSystem; the few files the platform keeps itself (the
+ingest log, checkpoint metadata) are read and written here, by Python for a local folder and
+through the JVM's Hadoop FileSystem otherwise, so no code assumes a local disk.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_uri(location: str) -> bool:
+    """True for ``scheme://...`` (``file://`` included), False for a plain path."""
+    return bool(_SCHEME.match(location))
+
+
+def is_local(location: str) -> bool:
+    return not is_uri(location) or location.startswith("file:")
+
+
+def normalise(location: str | Path) -> str:
+    """A plain path made absolute (``~`` expanded); a URI with ``.`` and ``..`` resolved and
+    no trailing slash. ``file://`` URIs become plain paths."""
+    text = str(location)
+    if text.startswith("file:"):
+        text = urlsplit(text).path
+    if not is_uri(text):
+        return str(Path(text).expanduser().absolute())
+    parts = urlsplit(text)
+    path = posixpath.normpath(parts.path or "/")
+    return f"{parts.scheme}://{parts.netloc}{'' if path == '/' else path}"
+
+
+def join(base: str, *parts: str) -> str:
+    """``base`` and ``parts`` joined with ``/`` (a URI stays a URI)."""
+    if not is_uri(base):
+        return str(Path(base, *parts))
+    return "/".join([base.rstrip("/"), *[p.strip("/") for p in parts]])
+
+
+def local_path(location: str) -> Path:
+    """The local folder of a local location; a ``ValueError`` for a remote one."""
+    if not is_local(location):
+        raise ValueError(f"{location} is not on the local filesystem")
+    return Path(normalise(location))
+
+
+def is_inside(location: str, folder: str) -> bool:
+    """Whether ``location`` lies strictly below ``folder`` (both normalised; symlinks of local
+    paths resolved), so a configured path cannot reach other files."""
+    if is_local(location) and is_local(folder):
+        resolved = Path(normalise(location)).resolve()
+        return Path(normalise(folder)).resolve() in resolved.parents
+    inner, outer = normalise(location), normalise(folder)
+    return inner.startswith(outer.rstrip("/") + "/")
+
+
+class Files:
+    """Small whole-file reads and writes at a location (local disk or Hadoop FileSystem).
+
+    ``create`` is exclusive: it fails with ``FileExistsError`` when the file exists, which the
+    ingest log uses to let only one of two concurrent ingests plan a batch (as Structured
+    Streaming's offset log does).
+    """
+
+    def __init__(self, spark: SparkSession | None = None) -> None:
+        self._spark = spark
+
+    def _fs(self, location: str):
+        if self._spark is None:
+            raise ValueError(f"{location}: a Spark session is needed for remote files")
+        jvm = self._spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(location)
+        return path, path.getFileSystem(self._spark._jsc.hadoopConfiguration())
+
+    def exists(self, location: str) -> bool:
+        if is_local(location):
+            return local_path(location).exists()
+        path, fs = self._fs(location)
+        return bool(fs.exists(path))
+
+    def read_text(self, location: str) -> str:
+        if is_local(location):
+            return local_path(location).read_text(encoding="utf-8")
+        path, fs = self._fs(location)
+        if not fs.exists(path):
+            raise FileNotFoundError(location)
+        stream = fs.open(path)
+        try:
+            data = self._spark._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        finally:
+            stream.close()
+        return bytes(data).decode("utf-8")
+
+    def create(self, location: str, text: str) -> None:
+        """Write a new file; ``FileExistsError`` if it is already there."""
+        if is_local(location):
+            path = local_path(location)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            return
+        path, fs = self._fs(location)
+        try:
+            stream = fs.create(path, False)
+        except Exception as error:
+            if "FileAlreadyExists" in type(error).__name__ or "already exists" in str(error):
+                raise FileExistsError(location) from None
+            raise
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def names(self, folder: str, suffix: str = "") -> list[str]:
+        """Names of the files directly in ``folder`` ending with ``suffix`` (none if it does
+        not exist)."""
+        if is_local(folder):
+            path = local_path(folder)
+            if not path.is_dir():
+                return []
+            return sorted(entry.name for entry in os.scandir(path)
+                          if entry.is_file() and entry.name.endswith(suffix))
+        path, fs = self._fs(folder)
+        if not fs.exists(path):
+            return []
+        return sorted(str(status.getPath().getName()) for status in fs.listStatus(path)
+                      if status.isFile() and str(status.getPath().getName()).endswith(suffix))
+
+    def delete(self, location: str) -> None:
+        if is_local(location):
+            local_path(location).unlink(missing_ok=True)
+            return
+        path, fs = self._fs(location)
+        fs.delete(path, False)

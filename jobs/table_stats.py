@@ -1,0 +1,44 @@
+"""A column's maximum from a Delta table's file statistics, without Spark.
+
+Schedules and sensors run inside Dagster's code server on every tick; starting a JVM there to
+read one number (the arrival log's ``max(watermark_ms)``) would cost seconds of CPU on a
+2-core machine each time. Delta records per-file min/max statistics in its transaction log;
+``deltalake`` (the Delta project's Rust implementation) reads them from the log, on the local
+disk or an object store alike. When a live file has no statistics the answer is unknown
+(``None``) rather than guessed.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def max_column_value(table_path: str, column: str,
+                     storage_options: dict[str, str] | None = None) -> int | float | None:
+    """``max(column)`` over the table's live files, or ``None`` (no table, no rows, or a file
+    without statistics)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    try:
+        table = DeltaTable(_uri(table_path), storage_options=storage_options)
+    except (TableNotFoundError, DeltaError, FileNotFoundError, OSError):
+        return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    name = f"max.{column}"
+    if name not in actions.column_names:
+        return None
+    best = None
+    for records, value in zip(actions.column("num_records").to_pylist(),
+                              actions.column(name).to_pylist(), strict=True):
+        if records == 0:
+            continue
+        if records is None or value is None:
+            return None
+        best = value if best is None else max(best, value)
+    return best
+
+
+def _uri(location: str) -> str:
+    """delta-rs spells Hadoop's ``s3a://`` as ``s3://``."""
+    return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location

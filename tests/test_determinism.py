@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 
 from jobs import tables
+from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.live import run_live, start_live
-from jobs.tables import BATCH_METRICS
 from jobs.settings import PlatformSettings
-from jobs.backfill import run_backfill
+from jobs.tables import BATCH_METRICS
 from tests.log_replay import late_of, metric_totals, replay, results_of
 from tests.output_tables import assert_same, output_tables
 

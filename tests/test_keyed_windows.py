@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from jobs import tables
+from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.live import run_live
-from jobs.settings import PlatformSettings
-from jobs.backfill import run_backfill
 from jobs.runtime import UnsupportedPipeline
+from jobs.settings import PlatformSettings
 from jobs.windows import compute_windows
 from tests.log_replay import late_of, metric_totals, replay, results_of
 
@@ -113,7 +113,7 @@ def test_live_in_small_batches_equals_the_keyed_backfill(spark, source, tmp_path
     run_backfill(spark, backfilled, **QUIET)
     live = _with_pipeline(source, tmp_path / "live", name)
     report = run_live(spark, live, max_files_per_trigger=2, **QUIET)
-    assert len(report.batches) >= 3
+    assert len(report.batches) >= 2  # the log in several micro-batches
     expected, got = _tables(spark, backfilled), _tables(spark, live)
     for table, frame in expected.items():
         pd.testing.assert_frame_equal(frame, got[table], check_exact=True, obj=table)

@@ -20,6 +20,7 @@ the report and said in the progress output.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -94,13 +95,6 @@ class IngestReport:
                 f"{extra}{waiting}")
 
 
-@dataclass
-class _Known:
-    part: FilePart
-    complete: bool
-    """The known content ends with a newline (so appended bytes start a new line)."""
-
-
 class Ingestor:
     """Ingest batch after batch in one process; the ingest log is read once and then kept.
 
@@ -118,7 +112,8 @@ class Ingestor:
         self.rules = IngestRules(settings.ingest_clock, settings.max_future_ms,
                                  settings.max_past_ms, settings.max_line_bytes,
                                  settings.pipeline.watermark)
-        self.known: dict[str, _Known] = {}
+        self.known: dict[str, FilePart] = {}
+        """name -> the file as last planned (its size, modification time and hash)."""
         self.by_hash: dict[str, str] = {}
         self.verified: dict[str, tuple[int, int]] = {}
         """name -> (size, mtime) seen unchanged since its last part (not re-hashed)."""
@@ -147,12 +142,9 @@ class Ingestor:
     def _remember(self, plan: Plan) -> None:
         self.plans[plan.batch_id] = plan
         for part in plan.files:
-            if part.kind == DUPLICATE:
-                continue
-            complete = part.size == 0 or part.lines > 0 and part.kind != CHANGED
-            self.known[part.name] = _Known(part, complete)
+            self.known[part.name] = part
             self.verified.pop(part.name, None)
-            if part.offset == 0 and part.sha256 != EMPTY_SHA256:
+            if part.kind == NEW and part.sha256 != EMPTY_SHA256:
                 self.by_hash.setdefault(part.sha256, part.name)
 
     # -- planning --------------------------------------------------------------------------------
@@ -171,33 +163,36 @@ class Ingestor:
 
     def _part_for(self, landed: LandedFile) -> FilePart | None:
         """The part of a landed file a new batch takes, or None when nothing is new."""
-        known = self.known.get(landed.name)
-        if known is None:
-            data = (self.landing / landed.name).read_bytes()[:landed.size]
+        part = self.known.get(landed.name)
+        data = None if part is not None else self._read(landed)
+        if part is None:
             digest = _sha256(data)
-            lines = data.count(b"\n")
             same = self.by_hash.get(digest) if digest != EMPTY_SHA256 else None
             if same is not None:
                 return FilePart(landed.name, landed.size, landed.mtime_ns, digest, DUPLICATE,
-                                same_as=same)
-            return FilePart(landed.name, landed.size, landed.mtime_ns, digest, NEW, 0, 1, lines)
-        part = known.part
+                                same_as=same, **_shape(data))
+            return FilePart(landed.name, landed.size, landed.mtime_ns, digest, NEW,
+                            **_shape(data))
         if (landed.size, landed.mtime_ns) in ((part.size, part.mtime_ns),
                                               self.verified.get(landed.name)):
             return None
-        if landed.size >= part.size and known.complete and \
-                sha256_prefix(self.landing, landed.name, part.size) == part.sha256:
-            if landed.size == part.size:  # touched, not changed
-                self.verified[landed.name] = (landed.size, landed.mtime_ns)
-                return None
-            data = (self.landing / landed.name).read_bytes()[:landed.size]
+        unchanged_prefix = landed.size >= part.size and \
+            sha256_prefix(self.landing, landed.name, part.size) == part.sha256
+        if unchanged_prefix and landed.size == part.size:  # touched, not changed
+            self.verified[landed.name] = (landed.size, landed.mtime_ns)
+            return None
+        data = self._read(landed)
+        if unchanged_prefix and part.complete and part.kind != DUPLICATE:
             return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), APPENDED,
-                            part.size, part.lines + 1, data.count(b"\n"))
-        data = (self.landing / landed.name).read_bytes()[:landed.size]
-        return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), CHANGED, 0, 1,
-                        data.count(b"\n"),
+                            offset=part.size, first_line=part.lines + 1, **_shape(data))
+        return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), CHANGED,
                         same_as=f"{landed.name} was {part.size} bytes (sha256 {part.sha256[:12]}) "
-                                f"when ingested, now {landed.size} bytes with other content")
+                                f"when ingested, now {landed.size} bytes with other content",
+                        **_shape(data))
+
+    def _read(self, landed: LandedFile) -> bytes:
+        with (self.landing / landed.name).open("rb") as handle:
+            return handle.read(landed.size)
 
     def _plan(self) -> tuple[Plan | None, int, bool]:
         """The batch to run, how many files wait, and whether it is a planned one that did not
@@ -287,9 +282,12 @@ def ingest(spark: SparkSession, settings: PlatformSettings,
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
+
+
+def _shape(data: bytes) -> dict:
+    """What a later appended part needs to know of this content."""
+    return {"lines": data.count(b"\n"), "complete": not data or data.endswith(b"\n")}
 
 
 def _with_timestamps(frame: DataFrame, columns: dict[str, str]) -> DataFrame:

@@ -48,6 +48,9 @@ class FilePart:
     """The line number of the first line read (appended parts continue the numbering)."""
     lines: int = 0
     """Lines in the file's first ``size`` bytes, for a later appended part."""
+    complete: bool = True
+    """The first ``size`` bytes end with a newline (or are empty): bytes appended later start
+    a new line."""
     same_as: str | None = None
     """``duplicate``: the file with the same content; ``changed``: what changed."""
 

@@ -93,6 +93,8 @@ class BatchSink:
     pending: list[dict] = field(default_factory=list)
     on_flush: Callable[[list[dict]], None] | None = None
     """Called with the batch rows of each flush (the long-running job reports them)."""
+    on_batch: Callable[[dict], None] | None = None
+    """Called with each batch's summary once its panes and late rows are written."""
 
     def __post_init__(self) -> None:
         self.files = Files(self.spark)
@@ -117,7 +119,10 @@ class BatchSink:
         if summary is None:
             return
         summary["seconds"] = round(time.monotonic() - started, 3)
+        summary["written_at"] = time.time()
         self._keep(summary)
+        if self.on_batch is not None:
+            self.on_batch(summary)
         self.progress(
             f"live: batch {batch_id}: {summary['records']} records, {summary['panes']} panes, "
             f"{summary['late_records']} late, watermark {summary['watermark_ms']}, "
@@ -237,21 +242,21 @@ class BatchSink:
         """Write the late-data metrics of the batches since the last flush; returns their
         per-batch rows."""
         self.last_flush = time.monotonic()
-        pending = [s for s in self.pending if s["records"]]
+        pending = list(self.pending)
         if not pending:
-            self._forget(self.pending)
             return []
         started = time.monotonic()
         rows = self._batch_metrics(pending)
-        first_ms = min(s["first_ms"] for s in pending)
-        last_ms = max(s["last_ms"] for s in pending)
-        self._refresh_day_metrics(first_ms, last_ms)
+        with_records = [s for s in pending if s["records"]]
+        if with_records:
+            self._refresh_day_metrics(min(s["first_ms"] for s in with_records),
+                                      max(s["last_ms"] for s in with_records))
         by_id = {r["batch_id"]: r for r in rows}
         flushed = [{**s, **by_id.get(s["batch_id"], {})} for s in pending]
         self.batches.extend(flushed)
         self._forget(self.pending)
-        self.progress(f"live: late-data metrics of {len(pending)} batches and days "
-                      f"{self.days[0]} .. {self.days[1]} written "
+        days = f" and days {self.days[0]} .. {self.days[1]}" if self.days else ""
+        self.progress(f"live: late-data metrics of {len(pending)} batches{days} written "
                       f"({time.monotonic() - started:.1f} s)")
         if self.on_flush is not None:
             self.on_flush(flushed)
@@ -268,10 +273,11 @@ class BatchSink:
         """One row per batch: the header, the lateness of the records it consumed, and the
         quarantined lines of the ingest batches it finished; appended unless already there."""
         log = self.spark.read.format("delta").load(self.settings.table_path(tables.ARRIVAL_LOG))
-        low = min(s["first_arrival_seq"] for s in pending)
-        high = max(s["last_arrival_seq"] for s in pending)
+        consumed = [s for s in pending if s["records"]]
+        low = min((s["first_arrival_seq"] for s in consumed), default=0)
+        high = max((s["last_arrival_seq"] for s in consumed), default=-1)
         ranges = self.spark.createDataFrame(
-            [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"]) for s in pending],
+            [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"]) for s in consumed],
             "batch_id long, first long, last long")
         if self.settings.pipeline.is_standard_window:
             consumed = log.where(F.col("arrival_seq").between(low, high))
@@ -322,6 +328,9 @@ class BatchSink:
         records (the per-day metrics count every line, by ingest day)."""
         quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
         if quarantine is None:
+            return {}
+        pending = [s for s in pending if s["records"]]
+        if not pending:
             return {}
         positions = {s["first_arrival_seq"] - 1 for s in pending} | \
             {s["last_arrival_seq"] for s in pending}

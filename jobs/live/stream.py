@@ -133,6 +133,7 @@ def start_live(spark: SparkSession, settings: PlatformSettings, *,
                progress: Callable[[str], None] = print, metrics_interval_s: float = 0.0,
                buckets: int = DEFAULT_BUCKETS,
                on_flush: Callable[[list[dict]], None] | None = None,
+               on_batch: Callable[[dict], None] | None = None,
                ) -> tuple[StreamingQuery, BatchSink]:
     """Start the streaming query; ``trigger`` is ``available_now`` or an interval."""
     spec = settings.pipeline
@@ -153,7 +154,7 @@ def start_live(spark: SparkSession, settings: PlatformSettings, *,
                                         outputStructType=output_schema(spec),
                                         outputMode="Append", timeMode="EventTime"))
     sink = BatchSink(spark, settings, app_id_for(checkpoint), progress, checkpoint,
-                     metrics_interval_s, on_flush=on_flush)
+                     metrics_interval_s, on_flush=on_flush, on_batch=on_batch)
     writer = rows.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     if trigger == "available_now":
         writer = writer.trigger(availableNow=True)
@@ -186,6 +187,7 @@ def run_stream(spark: SparkSession, settings: PlatformSettings, *, trigger: str 
                stop: threading.Event | None = None, progress: Callable[[str], None] = print,
                on_ingest: Callable[[object], None] | None = None,
                on_flush: Callable[[list[dict]], None] | None = None,
+               on_batch: Callable[[dict], None] | None = None,
                buckets: int = DEFAULT_BUCKETS) -> LiveReport:
     """The long-running live job: ingest new landing files every ``poll_s`` while the stream
     runs, until ``stop`` is set, ``duration_s`` passed or ``max_batches`` micro-batches were
@@ -217,7 +219,7 @@ def run_stream(spark: SparkSession, settings: PlatformSettings, *, trigger: str 
                                 "starts once the first landing file is there")
     query, sink = start_live(spark, settings, trigger=trigger, checkpoint=checkpoint,
                              progress=progress, metrics_interval_s=metrics_interval_s,
-                             on_flush=on_flush, buckets=buckets)
+                             on_flush=on_flush, on_batch=on_batch, buckets=buckets)
     deadline = time.monotonic() + duration_s if duration_s else None
     try:
         while query.isActive and not stop.is_set():

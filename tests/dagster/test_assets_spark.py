@@ -8,8 +8,8 @@ import pytest
 from dagster import AssetKey, AssetRecordsFilter
 
 from jobs import tables
-from jobs.table_stats import max_column_value
 from jobs.settings import PlatformSettings
+from jobs.table_stats import max_column_value
 from tests.dagster.conftest import landing_config, materialize_assets
 from tests.output_tables import output_tables
 

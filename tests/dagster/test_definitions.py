@@ -7,8 +7,8 @@ from datetime import date
 from dagster import AssetKey, Definitions, TableSchema
 
 from jobs import tables
-from platform_defs.definitions import defs
 from jobs.days import final_flag, is_final, last_final_day
+from platform_defs.definitions import defs
 
 TABLE_ASSETS = [tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS, "enrichment_responses",

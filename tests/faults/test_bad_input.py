@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs import tables
-from jobs.ingest import parsing
-from jobs.ingest import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest
+from jobs.ingest import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest, parsing
 from jobs.ingest.parsing import ParsedEvent, Rejection, parse_line
 from jobs.settings import PlatformSettings
 

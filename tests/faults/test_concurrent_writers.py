@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from jobs import delta_io
+from jobs.backfill import run_backfill
 from jobs.live import run_live
 from jobs.settings import PlatformSettings
-from jobs.backfill import run_backfill
 from tests.faults.helpers import QUIET, SESSIONS, copy_log
 from tests.output_tables import assert_same, output_tables
 
@@ -75,7 +75,7 @@ def test_records_ingested_during_a_backfill_are_not_erased_by_it(
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from jobs import tables, windowed
+    from jobs import backfill, tables
 
     clean_env = copy_log(source, tmp_path / "clean", pipeline)
     run_backfill(spark, PlatformSettings.from_env(clean_env), **QUIET)
@@ -88,7 +88,7 @@ def test_records_ingested_during_a_backfill_are_not_erased_by_it(
     DeltaTable.forPath(spark, log_path).delete(F.col("arrival_seq") > cut)  # an older log
     late_arrivals = full.where(F.col("arrival_seq") > cut).localCheckpoint()
 
-    original = windowed.compute_windows
+    original = backfill.compute_windows
     calls = []
 
     def ingest_meanwhile(arrivals, *args, **kwargs):
@@ -98,7 +98,7 @@ def test_records_ingested_during_a_backfill_are_not_erased_by_it(
         calls.append(1)
         return outputs
 
-    monkeypatch.setattr(windowed, "compute_windows", ingest_meanwhile)
+    monkeypatch.setattr(backfill, "compute_windows", ingest_meanwhile)
     messages = []
     report = run_backfill(spark, settings, progress=messages.append)
     assert report.passes == 2 and len(calls) == 2

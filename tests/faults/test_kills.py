@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.backfill import run_backfill
 from jobs.live import run_live
 from jobs.settings import PlatformSettings
-from jobs.backfill import run_backfill
 from tests.faults.helpers import KILLS, QUIET, SESSIONS, copy_log
 from tests.output_tables import assert_same, output_tables
 

@@ -1,0 +1,336 @@
+"""The long-running live stream at a steady offered rate, against plain Spark Structured
+Streaming on the same files at the same rate, in the same run (not a test).
+
+Run: ``.venv/bin/python benchmarks/bench_live.py`` (``--quick``: one configuration, about 4
+minutes; ``--rates 5000 10000 20000 --keys 1000 10000 100000 --windows tumbling sliding
+session --seconds 180`` to choose). For each configuration a producer process writes JSON-lines
+files into a fresh landing folder at a steady rate (several source partitions, one file per
+partition every ``--file-seconds``, each written as ``.tmp`` and renamed when complete): events
+of ``--keys`` keys whose event times trail the wall clock by an exponential delay (mean 0.5 s),
+5 % later by up to a minute, 1 % by 10 to 30 minutes, and 0.5 % bad lines. Then, one after the
+other on identical files:
+
+- **platform**: ``jobs.live.run_stream``, the long-running job (ingest + the windowed tables,
+  late records, per-batch and per-day late-data metrics), one process, one SparkSession;
+- **plain Spark**: ``readStream.json(landing)`` with ``withWatermark`` + ``groupBy(window(...),
+  key).agg(count, sum)`` (``session_window`` for sessions) written to Delta in append mode: no
+  arrival log, no lateness semantics, no late records, no metrics.
+
+Figures: the records per second each kept up with (processed over the offered period), the
+backlog left when the producer stopped (in seconds of input: kept up when it does not grow),
+end-to-end latency from a file being complete to the commit of the micro-batch that processed
+its last record (p50, p99, max), and the micro-batches' fixed overhead (the duration of
+batches with few records). The last line is the summary the issue asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+WINDOWS = {
+    "tumbling": ("window: {type: tumbling, size: 1m}", ("1 minute", None)),
+    "sliding": ("window: {type: sliding, size: 5m, slide: 1m}", ("5 minutes", "1 minute")),
+    "session": ("window: {type: session, gap: 4m}", ("session", "4 minutes")),
+}
+PIPELINE = """
+watermark: {{strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 1m}}
+{window}
+allowed_lateness: 30s
+aggregates:
+  - {{name: events, fn: count}}
+  - {{name: value_sum, fn: sum, field: value}}
+"""
+
+
+# -- the producer (its own process: the stream's driver keeps its GIL) -----------------------------
+
+
+def produce(landing: str, rate: int, keys: int, partitions: int, file_seconds: float,
+            seconds: float, seed: int, manifest: str) -> None:
+    """Write files at ``rate`` events/s for ``seconds``; record each file's completion time."""
+    rng = np.random.default_rng(seed)
+    per_file = max(1, int(rate * file_seconds / partitions))
+    start = time.time()
+    completed = []
+    tick = 0
+    while True:
+        due = start + tick * file_seconds
+        now = time.time()
+        if due > now:
+            time.sleep(due - now)
+        if time.time() - start >= seconds:
+            break
+        for partition in range(partitions):
+            now_ms = int(time.time() * 1000)
+            delay = rng.exponential(500, per_file)
+            late = rng.random(per_file) < 0.05
+            delay += late * rng.uniform(0, 60_000, per_file)
+            very_late = rng.random(per_file) < 0.01
+            delay += very_late * rng.uniform(600_000, 1_800_000, per_file)
+            event = now_ms - delay.astype(np.int64)
+            key = rng.integers(0, keys, per_file)
+            value = np.round(rng.gamma(2.0, 10.0, per_file), 2)
+            bad = rng.random(per_file) < 0.005
+            lines = []
+            for i in range(per_file):
+                if bad[i]:
+                    lines.append('{"key": "user-bad", "event_time": "sometime"')
+                    continue
+                lines.append(f'{{"key":"user-{key[i]:06d}","event_time":{event[i]},'
+                             f'"value":{value[i]},"received_at":{now_ms}}}')
+            folder = Path(landing) / f"producer-{partition}"
+            folder.mkdir(parents=True, exist_ok=True)
+            name = f"f-{tick:07d}.jsonl"
+            tmp = folder / (name + ".tmp")
+            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            os.replace(tmp, folder / name)
+            completed.append((f"producer-{partition}/{name}", time.time(), per_file))
+        tick += 1
+    Path(manifest).write_text(json.dumps(completed), encoding="utf-8")
+
+
+def start_producer(landing: Path, args, rate: int, keys: int, seconds: float
+                   ) -> tuple[multiprocessing.Process, Path]:
+    manifest = landing.parent / f"produced-{time.time_ns()}.json"
+    process = multiprocessing.get_context("spawn").Process(
+        target=produce, args=(str(landing), rate, keys, args.partitions, args.file_seconds,
+                              seconds, 7, str(manifest)))
+    process.start()
+    return process, manifest
+
+
+# -- measurements ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    name: str
+    offered: int = 0
+    seconds: float = 0.0
+    processed_in_time: int = 0
+    backlog_s: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    batch_seconds: list[float] = field(default_factory=list)
+    small_batch_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.processed_in_time / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.latencies, q)) if self.latencies else float("nan")
+
+    def line(self) -> str:
+        overhead = statistics.median(self.small_batch_seconds) if self.small_batch_seconds \
+            else float("nan")
+        median = statistics.median(self.batch_seconds) if self.batch_seconds else 0.0
+        return (f"{self.name:<12} {self.rate:>9,.0f} ev/s kept up (offered {self.offered:,}), "
+                f"backlog at stop {self.backlog_s:5.1f} s, latency p50 {self.percentile(50):5.2f}"
+                f" s p99 {self.percentile(99):5.2f} s max {max(self.latencies, default=0):5.2f}"
+                f" s, batches {len(self.batch_seconds)} (median {median:.2f} s, "
+                f"fixed overhead {overhead:.2f} s)")
+
+
+def _latencies(files: list, batches: list[tuple[int, float]], file_last: dict[str, int]
+               ) -> list[float]:
+    """Per file: the commit time of the first batch that processed its last record, minus
+    the time the file was complete. ``batches``: (last position processed, commit time)."""
+    batches = sorted(batches)
+    positions = [b[0] for b in batches]
+    result = []
+    for name, completed, _ in files:
+        last = file_last.get(name)
+        if last is None:
+            continue
+        index = int(np.searchsorted(positions, last))
+        if index < len(batches):
+            result.append(batches[index][1] - completed)
+    return result
+
+
+def run_platform(spark, root: Path, args, window: str, rate: int, keys: int) -> Run:
+    from pyspark.sql import functions as F
+
+    from jobs import tables
+    from jobs.live import run_stream
+    from jobs.settings import PlatformSettings
+
+    home = root / f"platform-{window}-{rate}-{keys}"
+    (home / "landing").mkdir(parents=True)
+    pipeline = home / "pipeline.yaml"
+    pipeline.write_text(PIPELINE.format(window=WINDOWS[window][0]), encoding="utf-8")
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
+                                          "PLATFORM_PIPELINE": str(pipeline),
+                                          "PLATFORM_LANDING_SETTLE": "1s"})
+    producer, manifest = start_producer(Path(settings.landing), args, rate, keys, args.seconds)
+    while not any(Path(settings.landing).glob("*/*.jsonl")):
+        time.sleep(0.1)
+    committed: list[tuple[int, float, float, int]] = []
+    stop = threading.Event()
+
+    def on_batch(summary: dict) -> None:
+        if summary.get("last_arrival_seq") is not None:
+            committed.append((summary["last_arrival_seq"], summary["written_at"],
+                              summary["seconds"], summary["records"]))
+
+    started = time.time()
+    report: dict = {}
+
+    def stream() -> None:
+        report["live"] = run_stream(spark, settings, trigger=args.trigger, poll_s=0.25,
+                                    metrics_interval_s=args.metrics_interval, stop=stop,
+                                    on_batch=on_batch, progress=lambda m: None)
+
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    producer.join()
+    offered_until = time.time()
+    files = json.loads(manifest.read_text())
+    processed_at_stop = max((c[0] + 1 for c in committed if c[1] <= offered_until), default=0)
+    time.sleep(args.drain)
+    stop.set()
+    thread.join()
+    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
+    file_last = dict(log.groupBy("source_file").agg(F.max("arrival_seq")).collect())
+    offered = sum(n for _, _, n in files)
+    landed_good = log.count()
+    run = Run("platform", offered, offered_until - started)
+    run.processed_in_time = processed_at_stop
+    run.backlog_s = max(0, landed_good - processed_at_stop) / rate
+    run.latencies = _latencies(files, [(c[0], c[1]) for c in committed], file_last)
+    run.batch_seconds = [c[2] for c in committed]
+    run.small_batch_seconds = [c[2] for c in committed if c[3] <= rate * 0.2]
+    return run
+
+
+def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run:
+    from pyspark.sql import functions as F
+
+    landing = root / f"plain-{window}-{rate}-{keys}" / "landing"
+    landing.mkdir(parents=True)
+    checkpoint = landing.parent / "checkpoint"
+    producer, manifest = start_producer(landing, args, rate, keys, args.seconds)
+    while not any(landing.glob("*/*.jsonl")):
+        time.sleep(0.1)
+    size, slide = WINDOWS[window][1]
+    events = (spark.readStream.schema("key string, event_time long, value double, "
+                                      "received_at long")
+              .option("pathGlobFilter", "*.jsonl").option("recursiveFileLookup", "true")
+              .json(str(landing))
+              .where(F.col("key").isNotNull() & F.col("event_time").isNotNull())
+              .withColumn("ts", F.timestamp_millis("event_time"))
+              .withWatermark("ts", "5 seconds"))
+    grouping = F.session_window("ts", slide) if size == "session" else \
+        F.window("ts", size, slide) if slide else F.window("ts", size)
+    counts = (events.groupBy(grouping.alias("w"), "key")
+              .agg(F.count(F.lit(1)).alias("events"),
+                   F.sum(F.col("value").cast("decimal(38,9)")).alias("value_sum")))
+    started = time.time()
+    query = (counts.writeStream.format("delta").outputMode("append")
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(processingTime=args.trigger).start(str(landing.parent / "table")))
+    producer.join()
+    offered_until = time.time()
+    time.sleep(args.drain)
+    query.stop()
+    files = json.loads(manifest.read_text())
+    progress = [p for p in query.recentProgress if p.get("numInputRows") is not None]
+    # which files each batch read: the file source's own log in the checkpoint
+    batch_of: dict[str, int] = {}
+    for log in sorted((checkpoint / "sources" / "0").glob("*")):
+        if not log.name.split(".")[0].isdigit():
+            continue
+        for line in log.read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            name = "/".join(Path(entry["path"].replace("file://", "")).parts[-2:])
+            batch_of[name] = entry["batchId"]
+    ends = {}
+    for p in progress:
+        start = datetime.fromisoformat(p["timestamp"]).timestamp()
+        took = p["durationMs"].get("triggerExecution", 0) / 1000
+        ends[p["batchId"]] = (start + took, took, p["numInputRows"])
+    run = Run("plain Spark", sum(n for _, _, n in files), offered_until - started)
+    per_file = {n: c for n, c, _ in files}
+    for name, batch in batch_of.items():
+        if batch in ends and name in per_file:
+            run.latencies.append(ends[batch][0] - per_file[name])
+    read_by_stop = sum(n for name, _, n in files if name in batch_of
+                       and ends.get(batch_of[name], (float("inf"),))[0] <= offered_until)
+    run.processed_in_time = read_by_stop
+    run.backlog_s = max(0, run.offered - read_by_stop) / rate
+    run.batch_seconds = [v[1] for v in ends.values() if v[2]]
+    run.small_batch_seconds = [v[1] for v in ends.values() if 0 < v[2] <= rate * 0.2]
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", type=int, nargs="+", default=[5_000, 10_000, 20_000])
+    parser.add_argument("--keys", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--windows", nargs="+", default=["tumbling", "sliding", "session"],
+                        choices=sorted(WINDOWS))
+    parser.add_argument("--seconds", type=float, default=180.0, help="offered period")
+    parser.add_argument("--drain", type=float, default=15.0, help="seconds after the producer")
+    parser.add_argument("--partitions", type=int, default=4, help="source partitions")
+    parser.add_argument("--file-seconds", type=float, default=1.0)
+    parser.add_argument("--trigger", default="1 second")
+    parser.add_argument("--metrics-interval", type=float, default=30.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")
+    args = parser.parse_args()
+    if args.quick:
+        args.rates, args.keys, args.windows, args.seconds = [10_000], [10_000], ["tumbling"], 75
+
+    from jobs.spark import get_spark
+
+    spark = get_spark("local[2]", shuffle_partitions=2, app_name="bench-live",
+                      extra={"spark.sql.streaming.numRecentProgressUpdates": "100000"})
+    root = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    configs = [(w, r, k) for w in args.windows for r in args.rates for k in args.keys]
+    summary = []
+    try:
+        for window, rate, keys in configs:
+            print(f"\n== {window} windows, {rate:,} events/s offered, {keys:,} keys, "
+                  f"{args.seconds:.0f} s", flush=True)
+            platform = run_platform(spark, root, args, window, rate, keys)
+            print(platform.line(), flush=True)
+            plain = run_plain(spark, root, args, window, rate, keys)
+            print(plain.line(), flush=True)
+            ratio = plain.rate / platform.rate if platform.rate else float("inf")
+            print(f"ratio plain/platform rate {ratio:.2f}, latency p50 "
+                  f"{platform.percentile(50) / plain.percentile(50):.2f}x plain's", flush=True)
+            summary.append((window, rate, keys, platform, plain))
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    print("\nwindow     rate    keys  platform ev/s  p50 s  p99 s  backlog s   plain ev/s  "
+          "p50 s  p99 s  rate ratio")
+    for window, rate, keys, platform, plain in summary:
+        print(f"{window:<9} {rate:>6} {keys:>7} {platform.rate:>13,.0f} "
+              f"{platform.percentile(50):6.2f} {platform.percentile(99):6.2f} "
+              f"{platform.backlog_s:9.1f} {plain.rate:>12,.0f} {plain.percentile(50):6.2f} "
+              f"{plain.percentile(99):6.2f} {plain.rate / max(platform.rate, 1):10.2f}")
+    window, rate, keys, platform, plain = summary[-1]
+    print(f"live: {platform.rate:,.0f} events/s sustained, end-to-end p50 "
+          f"{platform.percentile(50):.2f} s, p99 {platform.percentile(99):.2f} s; plain Spark "
+          f"{plain.rate:,.0f} events/s; ratio {plain.rate / max(platform.rate, 1):.2f}")
+
+
+if __name__ == "__main__":
+    main()

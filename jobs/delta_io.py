@@ -30,11 +30,14 @@ T = TypeVar("T")
 
 
 def is_conflict(error: BaseException) -> bool:
-    """Delta's optimistic-concurrency failures (``delta.exceptions``): another writer committed
-    first. Every write here is a pure function of its inputs (a replaced range, an append under
-    a transaction id, an insert-only or keep-the-latest MERGE), so running it again on the new
-    table version is safe."""
-    return isinstance(error, CONFLICTS)
+    """Delta's optimistic-concurrency failures (``delta.exceptions``, and ``deltalake``'s
+    ``CommitFailedError`` for the driver's own writes, jobs/fast_writes.py): another writer
+    committed first. Every write here is a pure function of its inputs (a replaced range, an
+    append under a transaction id, an insert-only or keep-the-latest MERGE), so running it
+    again on the new table version is safe."""
+    from deltalake.exceptions import CommitFailedError
+
+    return isinstance(error, (*CONFLICTS, CommitFailedError))
 
 
 CONFLICTS = (DeltaConcurrentModificationException, ConcurrentWriteException,

@@ -10,12 +10,19 @@ definition of each table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from jobs import tables
 from jobs.days import day_of_column, window_end_date
+from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
 from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
 
@@ -142,3 +149,128 @@ def day_metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: st
           for c in ("on_time", "late_within_lateness", "dropped_late", "quarantined")],
         *lateness_columns(),
     )
+
+
+# -- the same shapes as Arrow tables, for the live sink's driver-side writes --------------------
+
+
+def results_schema(spec: PipelineSpec) -> StructType:
+    """The results table: window identity, pane fields, then the pipeline's aggregates (the
+    types the runtimes compute them in)."""
+    from jobs.runtime.key_runner import aggregate_type
+
+    ddl = ", ".join([
+        "key string, window_start_ms long, window_end_ms long, window_start timestamp, "
+        "window_end timestamp, window_end_date date, pane_index int, timing string, "
+        "is_last boolean", *[f"{a.name} {aggregate_type(a.fn)}" for a in spec.aggregates]])
+    return _struct(ddl)
+
+
+def _struct(ddl: str) -> StructType:
+    from pyspark.sql.types import (
+        BooleanType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        TimestampType,
+    )
+
+    simple = {"string": StringType(), "long": LongType(), "int": IntegerType(),
+              "double": DoubleType(), "boolean": BooleanType(), "date": DateType(),
+              "timestamp": TimestampType()}
+    fields = []
+    for column in ddl.split(", "):
+        name, kind = column.split(" ", 1)
+        if kind.startswith("decimal"):
+            precision, scale = kind[8:-1].split(",")
+            spark_type = DecimalType(int(precision), int(scale))
+        else:
+            spark_type = simple[kind]
+        fields.append(StructField(name, spark_type, True))
+    return StructType(fields)
+
+
+def _days(end_ms: pd.Series, time_zone: str) -> list:
+    """The day of each window's max timestamp (``end - 1``) in ``time_zone``."""
+    moments = pd.to_datetime(end_ms.to_numpy(dtype="int64") - 1, unit="ms", utc=True)
+    return list(moments.tz_convert(ZoneInfo(time_zone)).date)
+
+
+def _timestamps(ms: pd.Series) -> pa.Array:
+    return pa.array(ms.to_numpy(dtype="int64") * 1000, pa.timestamp("us", tz="UTC"))
+
+
+def results_table(panes: pd.DataFrame, spec: PipelineSpec, time_zone: str) -> pa.Table:
+    """Pane rows of a runtime's output (the latest per window) in the results table's shape."""
+    from jobs.fast_writes import arrow_schema
+
+    schema = arrow_schema(results_schema(spec))
+    columns = {
+        "key": pa.array(panes["key"].tolist(), pa.string()),
+        "window_start_ms": pa.array(panes["window_start_ms"].to_numpy(dtype="int64")),
+        "window_end_ms": pa.array(panes["window_end_ms"].to_numpy(dtype="int64")),
+        "window_start": _timestamps(panes["window_start_ms"]),
+        "window_end": _timestamps(panes["window_end_ms"]),
+        "window_end_date": pa.array(_days(panes["window_end_ms"], time_zone), pa.date32()),
+        "pane_index": pa.array(panes["pane_index"].to_numpy(dtype="int32")),
+        "timing": pa.array(panes["timing"].tolist(), pa.string()),
+        "is_last": pa.array(panes["is_last"].astype(bool).tolist(), pa.bool_()),
+    }
+    for aggregate in spec.aggregates:
+        values = panes[f"agg_{aggregate.name}"].tolist()
+        columns[aggregate.name] = pa.array(
+            [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
+             for v in values], schema.field(aggregate.name).type)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def late_table(late: pd.DataFrame, time_zone: str) -> pa.Table:
+    """Late rows of a runtime's output in the late-records table's shape."""
+    from jobs.fast_writes import arrow_schema
+
+    columns = {
+        "key": pa.array(late["key"].tolist(), pa.string()),
+        "arrival_seq": pa.array(late["arrival_seq"].to_numpy(dtype="int64")),
+        "event_time_ms": pa.array(late["event_time_ms"].to_numpy(dtype="int64")),
+        "event_time": _timestamps(late["event_time_ms"]),
+        "ingest_time_ms": pa.array(late["ingest_time_ms"].to_numpy(dtype="int64")),
+        "watermark_ms": pa.array(late["watermark_ms"].to_numpy(dtype="int64")),
+        "window_start_ms": pa.array(late["window_start_ms"].to_numpy(dtype="int64")),
+        "window_end_ms": pa.array(late["window_end_ms"].to_numpy(dtype="int64")),
+        "window_end_date": pa.array(_days(late["window_end_ms"], time_zone), pa.date32()),
+        "value": pa.array(late["value"].tolist(), pa.decimal128(38, 9)),
+    }
+    return pa.Table.from_pydict(columns, schema=arrow_schema(tables.LATE_RECORDS_SCHEMA))
+
+
+def assignment_table(fates: pd.DataFrame, time_zone: str) -> pa.Table:
+    """Assign and late rows of a runtime's output in the ``window_assignments`` shape (late
+    rows are the dropped assignments)."""
+    from jobs.fast_writes import arrow_schema
+
+    fate = np.where(fates["kind"].to_numpy() == "late", DROPPED, fates["fate"].to_numpy())
+    columns = {
+        "key": pa.array(fates["key"].tolist(), pa.string()),
+        "arrival_seq": pa.array(fates["arrival_seq"].to_numpy(dtype="int64")),
+        "event_time_ms": pa.array(fates["event_time_ms"].to_numpy(dtype="int64")),
+        "ingest_time_ms": pa.array(fates["ingest_time_ms"].to_numpy(dtype="int64")),
+        "watermark_ms": pa.array(fates["watermark_ms"].to_numpy(dtype="int64")),
+        "window_start_ms": pa.array(fates["window_start_ms"].to_numpy(dtype="int64")),
+        "window_end_ms": pa.array(fates["window_end_ms"].to_numpy(dtype="int64")),
+        "window_end_date": pa.array(_days(fates["window_end_ms"], time_zone), pa.date32()),
+        "fate": pa.array(fate.tolist(), pa.string()),
+    }
+    return pa.Table.from_pydict(columns, schema=arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA))
+
+
+def column_min(column: pa.ChunkedArray) -> str:
+    """The smallest value of a column as SQL text (dates as ISO days)."""
+    return str(pc.min(column).as_py())
+
+
+def column_max(column: pa.ChunkedArray) -> str:
+    return str(pc.max(column).as_py())

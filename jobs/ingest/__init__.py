@@ -23,16 +23,15 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo
 
+import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
+from pyspark.sql import SparkSession
 
-from jobs import storage, tables
-from jobs.days import day_of_column
-from jobs.delta_io import append_idempotent, table_exists
+from jobs import fast_writes, storage, tables
 from jobs.ingest.batch import (
     BAD_INGEST_STAMP,
     DUPLICATE_FILE,
@@ -77,6 +76,8 @@ class IngestReport:
     """Known files whose earlier content changed: quarantined whole."""
     first_seq: int = 0
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent planning, parsing and appending."""
 
     def summary(self) -> str:
         if self.batch_id is None:
@@ -90,9 +91,11 @@ class IngestReport:
         if self.changed:
             extra += (f"; WARNING {self.changed} files changed after ingest (lines "
                       f"quarantined as {FILE_CHANGED})")
+        took = " (" + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()) + ")" \
+            if self.timings else ""
         return (f"ingest: {verb} batch {self.batch_id}: {self.files} files, "
                 f"{self.records} records, {self.quarantined} quarantined {self.reasons}"
-                f"{extra}{waiting}")
+                f"{extra}{waiting}{took}")
 
 
 class Ingestor:
@@ -242,8 +245,13 @@ class Ingestor:
         if resumed:
             self.progress(f"ingest: batch {plan.batch_id} was planned but not committed (a "
                           "crash); running it again")
+        parse_started = time.monotonic()
         rows = batch_rows(self.landing, plan, self.rules)
+        append_started = time.monotonic()
         self._append(plan, rows)
+        self.timings = {"plan": parse_started - started,
+                        "parse": append_started - parse_started,
+                        "append": time.monotonic() - append_started}
         commit = Commit(plan.batch_id, len(rows.good), len(rows.bad), rows.end_state,
                         rows.reasons, rows.watermark_ms)
         self.log.write_commit(commit)
@@ -252,27 +260,22 @@ class Ingestor:
         report = IngestReport(plan.batch_id, len(plan.files), len(rows.good), len(rows.bad),
                               rows.reasons, resumed, rows.watermark_ms, deferred,
                               kinds.count(APPENDED), kinds.count(CHANGED), plan.first_seq,
-                              time.monotonic() - started)
+                              time.monotonic() - started, dict(self.timings))
         self.progress(report.summary())
         return report
 
     def _append(self, plan: Plan, rows: BatchRows) -> None:
-        """The batch's rows into the arrival log and quarantine, at once (two tables)."""
-        arrivals = arrival_frame(self.spark, rows.good, plan)
-        rejects = quarantine_frame(self.spark, rows.bad, plan, self.settings.time_zone)
-        writes = [(arrivals, len(rows.good), tables.ARRIVAL_LOG, "ingest-arrival-log"),
-                  (rejects, len(rows.bad), tables.QUARANTINE, "ingest-quarantine")]
-        # one file per batch, rows in arrival_seq order: a stream over the log then reads it in
-        # arrival order (Delta serves commits in order, but a commit's files in any order)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(append_idempotent, frame.coalesce(1),
-                                   self.settings.table_path(name), app_id=app_id,
-                                   version=plan.batch_id)
-                       for frame, count, name, app_id in writes
-                       if count or not table_exists(self.spark,
-                                                    self.settings.table_path(name))]
-            for future in futures:
-                future.result()
+        """The batch's rows into the arrival log and quarantine, from the driver (no Spark
+        job: jobs/fast_writes.py), each under the batch's transaction id; one file per table
+        and batch, rows in arrival order (a stream over the log reads a commit's files in any
+        order)."""
+        writes = [(arrival_table(rows.good, plan), tables.ARRIVAL_LOG, "ingest-arrival-log"),
+                  (quarantine_table(rows.bad, plan, self.settings.time_zone), tables.QUARANTINE,
+                   "ingest-quarantine")]
+        for data, name, app_id in writes:
+            location = self.settings.table_path(name)
+            if data.num_rows or not fast_writes.table_exists(location):
+                fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
 
 
 def ingest(spark: SparkSession, settings: PlatformSettings,
@@ -290,48 +293,60 @@ def _shape(data: bytes) -> dict:
     return {"lines": data.count(b"\n"), "complete": not data or data.endswith(b"\n")}
 
 
-def _with_timestamps(frame: DataFrame, columns: dict[str, str]) -> DataFrame:
-    for target, source in columns.items():
-        frame = frame.withColumn(target, F.timestamp_millis(F.col(source)))
-    return frame
+def _timestamps(ms: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """Epoch milliseconds as UTC microsecond timestamps (null where not ``valid``)."""
+    ms = np.asarray(ms, dtype="int64")
+    mask = None if valid is None else ~valid
+    return pa.array(np.where(valid, ms, 0) * 1000 if valid is not None else ms * 1000,
+                    pa.timestamp("us", tz="UTC"), mask=mask)
 
 
-ARRIVAL_DDL = ("arrival_seq long, ingest_batch long, source_partition string, "
-               "source_file string, line_number int, key string, event_time_ms long, "
-               "ingest_time_ms long, watermark_ms long, value decimal(38,9), payload string")
-QUARANTINE_DDL = ("ingest_batch long, source_partition string, source_file string, "
-                  "line_number int, ingest_time_ms long, reason string, detail string, "
-                  "event_time_ms long, raw_line string")
-
-
-def arrival_frame(spark: SparkSession, good: pd.DataFrame, plan: Plan) -> DataFrame:
+def arrival_table(good: pd.DataFrame, plan: Plan) -> pa.Table:
+    """The batch's good records in the arrival log's schema, positions assigned."""
     count = len(good)
-    pdf = good.copy()
-    pdf.insert(0, "arrival_seq", pd.Series(range(plan.first_seq, plan.first_seq + count),
-                                           dtype="int64"))
-    pdf.insert(1, "ingest_batch", pd.Series([plan.batch_id] * count, dtype="int64"))
-    pdf["line_number"] = pdf["line_number"].astype("int32")
-    for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"):
-        pdf[name] = pdf[name].astype("int64")
-    frame = spark.createDataFrame(pdf, ARRIVAL_DDL)
-    frame = _with_timestamps(frame, {"event_time": "event_time_ms",
-                                     "ingest_time": "ingest_time_ms"})
-    frame = frame.withColumn("watermark", F.when(F.col("watermark_ms") != MIN_WATERMARK,
-                                                 F.timestamp_millis("watermark_ms")))
-    return frame.select(*tables.ARRIVAL_LOG_SCHEMA.fieldNames())
+    event = good["event_time_ms"].to_numpy(dtype="int64")
+    ingest = good["ingest_time_ms"].to_numpy(dtype="int64")
+    watermark = good["watermark_ms"].to_numpy(dtype="int64")
+    columns = {
+        "arrival_seq": pa.array(np.arange(plan.first_seq, plan.first_seq + count,
+                                          dtype="int64")),
+        "ingest_batch": pa.array(np.full(count, plan.batch_id, dtype="int64")),
+        "source_partition": pa.array(good["source_partition"].tolist(), pa.string()),
+        "source_file": pa.array(good["source_file"].tolist(), pa.string()),
+        "line_number": pa.array(good["line_number"].to_numpy(dtype="int32")),
+        "key": pa.array(good["key"].tolist(), pa.string()),
+        "event_time_ms": pa.array(event), "event_time": _timestamps(event),
+        "ingest_time_ms": pa.array(ingest), "ingest_time": _timestamps(ingest),
+        "watermark_ms": pa.array(watermark),
+        "watermark": _timestamps(watermark, watermark != MIN_WATERMARK),
+        "value": pa.array(good["value"].tolist(), pa.decimal128(38, 9)),
+        "payload": pa.array(good["payload"].tolist(), pa.string()),
+    }
+    return pa.Table.from_pydict(columns, schema=ARRIVAL_SCHEMA)
 
 
-def quarantine_frame(spark: SparkSession, bad: pd.DataFrame, plan: Plan,
-                     time_zone: str) -> DataFrame:
+def quarantine_table(bad: pd.DataFrame, plan: Plan, time_zone: str) -> pa.Table:
+    """The batch's bad lines in the quarantine's schema; ``ingest_date`` is the day of the
+    ingest time in the partitions' time zone, as the metrics count it."""
     count = len(bad)
-    pdf = bad.copy()
-    pdf.insert(0, "ingest_batch", pd.Series([plan.batch_id] * count, dtype="int64"))
-    pdf["line_number"] = pdf["line_number"].astype("int32")
-    pdf["ingest_time_ms"] = pdf["ingest_time_ms"].astype("int64")
-    pdf["event_time_ms"] = pdf["event_time_ms"].astype("Int64")
-    frame = spark.createDataFrame(pdf, QUARANTINE_DDL)
-    frame = _with_timestamps(frame, {"ingest_time": "ingest_time_ms"})
-    # the day of the ingest time in the partitions' time zone, as the metrics count it
-    frame = frame.withColumn("ingest_date", day_of_column(F.col("ingest_time_ms"), time_zone))
-    return frame.select(*tables.QUARANTINE_SCHEMA.fieldNames())
+    ingest = bad["ingest_time_ms"].to_numpy(dtype="int64")
+    days = pd.to_datetime(ingest, unit="ms", utc=True).tz_convert(ZoneInfo(time_zone)).date
+    event = [None if v is None or v != v else int(v) for v in bad["event_time_ms"]]
+    columns = {
+        "ingest_batch": pa.array(np.full(count, plan.batch_id, dtype="int64")),
+        "source_partition": pa.array(bad["source_partition"].tolist(), pa.string()),
+        "source_file": pa.array(bad["source_file"].tolist(), pa.string()),
+        "line_number": pa.array(bad["line_number"].to_numpy(dtype="int32")),
+        "ingest_time_ms": pa.array(ingest), "ingest_time": _timestamps(ingest),
+        "ingest_date": pa.array(list(days), pa.date32()),
+        "reason": pa.array(bad["reason"].tolist(), pa.string()),
+        "detail": pa.array(bad["detail"].tolist(), pa.string()),
+        "event_time_ms": pa.array(event, pa.int64()),
+        "raw_line": pa.array(bad["raw_line"].tolist(), pa.string()),
+    }
+    return pa.Table.from_pydict(columns, schema=QUARANTINE_SCHEMA)
+
+
+ARRIVAL_SCHEMA = fast_writes.arrow_schema(tables.ARRIVAL_LOG_SCHEMA)
+QUARANTINE_SCHEMA = fast_writes.arrow_schema(tables.QUARANTINE_SCHEMA)
 

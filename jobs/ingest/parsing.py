@@ -48,12 +48,12 @@ def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Reje
     """Parse a JSON-lines record: ``key`` (non-empty string), ``event_time`` (epoch ms or
     ISO-8601), optional numeric ``value`` (kept as an exact ``DECIMAL(38, 9)``, rounded half up
     once, here); every other field is kept as payload."""
-    size = len(line.encode("utf-8", errors="surrogatepass"))
+    size = len(line) if line.isascii() else len(line.encode("utf-8", errors="surrogatepass"))
     if size > max_line_bytes:
         return Rejection(LINE_TOO_LONG, f"{size} bytes, limit {max_line_bytes}")
     try:
         # numbers are read as exact decimals; NaN and Infinity are not JSON
-        record = json.loads(line, parse_float=Decimal, parse_constant=_reject_constant)
+        record = _DECODER.decode(line)
     except (ValueError, RecursionError) as error:
         return Rejection(MALFORMED_JSON, str(error)[:200])
     if not isinstance(record, dict):
@@ -87,6 +87,10 @@ def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Reje
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
+"""One decoder for every line: ``json.loads`` with options builds a new one per call."""
 
 
 def check_event_time_bounds(event_time_ms: int, ingest_time_ms: int, max_future_ms: int,

@@ -32,35 +32,37 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession, Window
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import storage, tables
-from jobs.days import could_reach, window_end_date
+from jobs import fast_writes, storage, tables
+from jobs.days import could_reach
 from jobs.delta_io import (
     append_idempotent,
-    insert_new_rows,
     read_table_or_none,
     replace_range,
-    retry_conflicts,
     table_exists,
 )
 from jobs.settings import PlatformSettings
 from jobs.storage import Files
 from jobs.window_tables import (
-    assignment_rows,
+    assignment_table,
     day_metrics,
-    late_rows,
+    late_table,
     lateness_aggregates,
     lateness_columns,
-    pane_results,
+    results_table,
 )
+from jobs.window_tables import column_max as pc_max
+from jobs.window_tables import column_min as pc_min
 from jobs.windows.vectorised import classify, compute_standard_windows
 
 BATCH_METRICS = tables.BATCH_METRICS
@@ -97,6 +99,9 @@ class BatchSink:
     """Called with each batch's summary once its panes and late rows are written."""
 
     def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
+        self._flush_error: BaseException | None = None
         self.files = Files(self.spark)
         self.folder = storage.join(self.checkpoint, "platform", "batches") \
             if self.checkpoint else None
@@ -111,11 +116,9 @@ class BatchSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        batch = batch.persist()
-        try:
-            summary = self._write(batch, batch_id)
-        finally:
-            batch.unpersist()
+        # the batch's output is small (panes, late rows, one progress row per bucket): it is
+        # taken to the driver once and written from there (jobs/fast_writes.py)
+        summary = self._write(batch.toArrow().to_pandas(), batch_id)
         if summary is None:
             return
         summary["seconds"] = round(time.monotonic() - started, 3)
@@ -127,112 +130,116 @@ class BatchSink:
             f"live: batch {batch_id}: {summary['records']} records, {summary['panes']} panes, "
             f"{summary['late_records']} late, watermark {summary['watermark_ms']}, "
             f"{summary['seconds']:.1f} s")
-        if time.monotonic() - self.last_flush >= self.metrics_interval_s:
+        if self._flush_error is not None:
+            raise RuntimeError("writing the late-data metrics failed") from self._flush_error
+        if not self.metrics_interval_s:
             self.flush()
+        elif time.monotonic() - self.last_flush >= self.metrics_interval_s:
+            self._flush_in_background()
 
-    def _write(self, batch: DataFrame, batch_id: int) -> dict | None:
-        spec = self.settings.pipeline
-        keyed = not spec.is_standard_window
-        zone = self.settings.time_zone
-        end_day = window_end_date(F.col("window_end_ms"), zone)
-        stats = (batch.groupBy("kind")
-                 .agg(F.count(F.lit(1)).alias("rows"), F.sum("records").alias("records"),
-                      F.min(end_day).cast("string").alias("first_day"),
-                      F.max(end_day).cast("string").alias("last_day"),
-                      F.min("window_end_ms").alias("first_end"),
-                      F.max("window_end_ms").alias("last_end"),
-                      F.max("arrival_seq").alias("max_seq"),
-                      F.min(F.coalesce("min_arrival_seq", "arrival_seq")).alias("min_seq"),
-                      F.max("watermark_ms").alias("watermark"),
-                      F.min("min_event_ms").alias("min_event"),
-                      F.max("max_event_ms").alias("max_event"),
-                      F.min("min_ingest_ms").alias("min_ingest"),
-                      F.max("max_ingest_ms").alias("max_ingest")).collect())
-        by_kind = {row.kind: row for row in stats}
-        if not by_kind:
+    def _flush_in_background(self) -> None:
+        """The metrics are written beside the stream, not in its way: a micro-batch does not
+        wait for them (they are a pure function of the log and the tables, and each batch's
+        summary is kept in the checkpoint until they are written)."""
+        if self._flusher is not None and self._flusher.is_alive():
+            return
+        self.last_flush = time.monotonic()
+
+        def run() -> None:
+            try:
+                self.flush()
+            except BaseException as error:  # reported by the next batch, and by close()
+                self._flush_error = error
+
+        self._flusher = threading.Thread(target=run, name="late-data-metrics", daemon=True)
+        self._flusher.start()
+
+    def close(self) -> None:
+        """Wait for a background flush, then flush what is left."""
+        if self._flusher is not None:
+            self._flusher.join()
+        if self._flush_error is not None:
+            raise RuntimeError("writing the late-data metrics failed") from self._flush_error
+        self.flush()
+
+    def _write(self, rows: pd.DataFrame, batch_id: int) -> dict | None:
+        if rows.empty:
             return None  # a batch with no output at all
+        spec = self.settings.pipeline
+        zone = self.settings.time_zone
+        kind = rows["kind"].to_numpy()
+        panes, late = rows[kind == "pane"], rows[kind == "late"]
+        progress = rows[kind == "progress"]
+        fates = rows[(kind == "assign") | (kind == "late")] if not spec.is_standard_window \
+            else rows.iloc[0:0]
         writes: list[Callable[[], None]] = []
-        if "pane" in by_kind:
-            writes.append(lambda: self._merge_panes(batch.where(F.col("kind") == "pane"),
-                                                    by_kind["pane"]))
-        if "late" in by_kind:
-            late = by_kind["late"]
-            writes.append(lambda: self._insert(
-                late_rows(batch.where(F.col("kind") == "late"), zone), tables.LATE_RECORDS,
-                LATE_KEY, late))
-        if keyed and ("assign" in by_kind or "late" in by_kind):
-            fates = [by_kind[k] for k in ("assign", "late") if k in by_kind]
-            writes.append(lambda: self._insert(assignment_rows(batch, zone),
-                                               tables.WINDOW_ASSIGNMENTS, ASSIGNMENT_KEY,
-                                               *fates))
+        if len(panes):
+            writes.append(lambda: self._merge_panes(panes))
+        if len(late):
+            writes.append(lambda: self._insert(late_table(late, zone), tables.LATE_RECORDS,
+                                               LATE_KEY))
+        if len(fates):
+            writes.append(lambda: self._insert(assignment_table(fates, zone),
+                                               tables.WINDOW_ASSIGNMENTS, ASSIGNMENT_KEY))
         with ThreadPoolExecutor(max_workers=max(1, len(writes))) as pool:
             for future in [pool.submit(write) for write in writes]:
                 future.result()
-        progress = by_kind.get("progress")
-        touched = [r for r in by_kind.values() if r.kind in ("progress", "assign", "late")]
-        ends = [r for r in by_kind.values() if r.first_end is not None]
-        return {
-            "batch_id": batch_id,
-            "records": int(progress.records) if progress else 0,
-            "first_arrival_seq": int(progress.min_seq) if progress else None,
-            "last_arrival_seq": int(progress.max_seq) if progress else None,
-            "panes": int(by_kind["pane"].rows) if "pane" in by_kind else 0,
-            "late_records": int(by_kind["late"].rows) if "late" in by_kind else 0,
-            "watermark_ms": max((int(r.watermark) for r in touched if r.watermark is not None),
-                                default=None),
-            # what the batch's records can touch: their windows' end days, their ingest days
-            "first_ms": min([int(progress.min_event), int(progress.min_ingest)]
-                            + [int(r.first_end) - 1 for r in ends]) if progress else None,
-            "last_ms": max([int(progress.max_event) + (spec.window.size_ms or 0),
-                            int(progress.max_ingest)]
-                           + [int(r.last_end) - 1 for r in ends]) if progress else None,
+        records = int(progress["records"].sum()) if len(progress) else 0
+        windows = rows[kind != "progress"]
+        ends = windows["window_end_ms"].dropna()
+        watermarks = rows["watermark_ms"].dropna()
+        summary = {
+            "batch_id": batch_id, "records": records,
+            "first_arrival_seq": int(progress["min_arrival_seq"].min()) if records else None,
+            "last_arrival_seq": int(progress["arrival_seq"].max()) if records else None,
+            "panes": len(panes), "late_records": len(late),
+            "watermark_ms": int(watermarks.max()) if len(watermarks) else None,
+            "first_ms": None, "last_ms": None,
         }
+        if records:
+            # what the batch's records can touch: their windows' end days, their ingest days
+            summary["first_ms"] = min([int(progress["min_event_ms"].min()),
+                                       int(progress["min_ingest_ms"].min())]
+                                      + ([int(ends.min()) - 1] if len(ends) else []))
+            summary["last_ms"] = max([int(progress["max_event_ms"].max())
+                                      + (spec.window.size_ms or 0),
+                                      int(progress["max_ingest_ms"].max())]
+                                     + ([int(ends.max()) - 1] if len(ends) else []))
+        return summary
 
-    def _merge_panes(self, panes: DataFrame, bounds) -> None:
-        """The latest pane per key and window replaces an older one."""
+    def _merge_panes(self, panes: pd.DataFrame) -> None:
+        """The latest pane per key and window replaces an older one; the condition names the
+        batch's days and window ends, so only the files that can hold them are read."""
         spec = self.settings.pipeline
-        latest = Window.partitionBy("key", "window_start_ms", "window_end_ms") \
-            .orderBy(F.col("pane_index").desc())
-        rows = pane_results(panes.withColumn("_rank", F.row_number().over(latest))
-                            .where(F.col("_rank") == 1), [a.name for a in spec.aggregates],
-                            self.settings.time_zone)
-        path = self.settings.table_path(tables.WINDOW_RESULTS)
-        if not table_exists(self.spark, path):
-            retry_conflicts(lambda: rows.where(F.lit(False)).write.format("delta")
-                            .partitionBy("window_end_date").mode("append").save(path))
-        # name the batch's days and window ends in the condition: Delta then reads only the
-        # files that can hold these windows instead of the whole history
-        condition = (f"t.window_end_date >= '{bounds.first_day}' "
-                     f"AND t.window_end_date <= '{bounds.last_day}' "
-                     f"AND t.window_end_ms >= {int(bounds.first_end)} "
-                     f"AND t.window_end_ms <= {int(bounds.last_end)} "
-                     "AND t.key = s.key AND t.window_start_ms = s.window_start_ms "
-                     "AND t.window_end_ms = s.window_end_ms")
-        # idempotent by its own condition (a pane only replaces an older one), so no
-        # transaction id: Delta reads that from the session's settings, which any other job of
-        # this session (a backfill in another thread) would then carry too
-        retry_conflicts(lambda: DeltaTable.forPath(self.spark, path).alias("t")
-                        .merge(rows.alias("s"), condition)
-                        .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index")
-                        .whenNotMatchedInsertAll()
-                        .execute())
+        latest = (panes.sort_values("pane_index", kind="stable")
+                  .drop_duplicates(["key", "window_start_ms", "window_end_ms"], keep="last"))
+        data = results_table(latest, spec, self.settings.time_zone)
+        days = data.column("window_end_date")
+        ends = latest["window_end_ms"]
+        bounds = (f"t.window_end_date >= '{pc_min(days)}' AND t.window_end_date <= "
+                  f"'{pc_max(days)}' AND t.window_end_ms >= {int(ends.min())} "
+                  f"AND t.window_end_ms <= {int(ends.max())}")
+        fast_writes.merge_latest(self.settings.table_path(tables.WINDOW_RESULTS), data,
+                                 keys=tables.RESULT_KEY_COLUMNS, order="pane_index",
+                                 bounds=bounds, partition_by=["window_end_date"])
 
-    def _insert(self, frame: DataFrame, table: str, keys: tuple[str, ...], *bounds) -> None:
+    def _insert(self, data: pa.Table, table: str, keys: tuple[str, ...]) -> None:
         """Rows not yet in the table (by record and window), with the batch's days and
-        arrival range named so that Delta reads only the files that can match."""
-        first_day = min(b.first_day for b in bounds)
-        last_day = max(b.last_day for b in bounds)
-        low = min(int(b.min_seq) for b in bounds)
-        high = max(int(b.max_seq) for b in bounds)
-        insert_new_rows(self.spark, frame, self.settings.table_path(table), keys=keys,
-                        days=(first_day, last_day),
-                        extra_condition=f"t.arrival_seq >= {low} AND t.arrival_seq <= {high}")
+        arrival range named so that only the files that can match are read."""
+        days = data.column("window_end_date")
+        seqs = data.column("arrival_seq")
+        bounds = (f"t.window_end_date >= '{pc_min(days)}' AND t.window_end_date <= "
+                  f"'{pc_max(days)}' AND t.arrival_seq >= {pc_min(seqs)} "
+                  f"AND t.arrival_seq <= {pc_max(seqs)}")
+        fast_writes.insert_new(self.settings.table_path(table), data, keys=keys, bounds=bounds,
+                               partition_by=["window_end_date"])
 
     # -- metrics ----------------------------------------------------------------------------------
 
     def _keep(self, summary: dict) -> None:
-        self.pending = [s for s in self.pending if s["batch_id"] != summary["batch_id"]]
-        self.pending.append(summary)
+        with self._lock:
+            self.pending = [s for s in self.pending if s["batch_id"] != summary["batch_id"]]
+            self.pending.append(summary)
         if self.folder:
             location = storage.join(self.folder, f"{summary['batch_id']:020d}.json")
             self.files.delete(location)  # a repeated batch writes the same summary again
@@ -242,7 +249,8 @@ class BatchSink:
         """Write the late-data metrics of the batches since the last flush; returns their
         per-batch rows."""
         self.last_flush = time.monotonic()
-        pending = list(self.pending)
+        with self._lock:
+            pending = list(self.pending)
         if not pending:
             return []
         started = time.monotonic()
@@ -254,7 +262,7 @@ class BatchSink:
         by_id = {r["batch_id"]: r for r in rows}
         flushed = [{**s, **by_id.get(s["batch_id"], {})} for s in pending]
         self.batches.extend(flushed)
-        self._forget(self.pending)
+        self._forget(pending)
         days = f" and days {self.days[0]} .. {self.days[1]}" if self.days else ""
         self.progress(f"live: late-data metrics of {len(pending)} batches{days} written "
                       f"({time.monotonic() - started:.1f} s)")
@@ -267,7 +275,8 @@ class BatchSink:
             for summary in summaries:
                 self.files.delete(storage.join(self.folder, f"{summary['batch_id']:020d}.json"))
         done = {s["batch_id"] for s in summaries}
-        self.pending = [s for s in self.pending if s["batch_id"] not in done]
+        with self._lock:
+            self.pending = [s for s in self.pending if s["batch_id"] not in done]
 
     def _batch_metrics(self, pending: list[dict]) -> list[dict]:
         """One row per batch: the header, the lateness of the records it consumed, and the

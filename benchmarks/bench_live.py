@@ -312,7 +312,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4, help="source partitions")
     parser.add_argument("--file-seconds", type=float, default=1.0)
     parser.add_argument("--trigger", default="1 second")
-    parser.add_argument("--metrics-interval", type=float, default=30.0)
+    parser.add_argument("--metrics-interval", type=float, default=60.0)
     parser.add_argument("--verbose", action="store_true", help="print the platform's progress")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")

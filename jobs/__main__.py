@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     live.add_argument("--max-files-per-trigger", type=int)
     live.add_argument("--duration", type=float, default=0.0,
                       help="with an interval trigger: stop after this many seconds (0: never)")
-    live.add_argument("--metrics-interval", type=float, default=30.0,
+    live.add_argument("--metrics-interval", type=float, default=60.0,
                       help="with an interval trigger: seconds between late-data metric updates")
     nexmark = commands.add_parser("nexmark", help="run a Nexmark query over the arrival log")
     nexmark.add_argument("query", choices=["q5", "q7", "q8", "q11", "q12"])

@@ -44,7 +44,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import fast_writes, storage, tables
-from jobs.days import could_reach
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
@@ -63,7 +62,7 @@ from jobs.window_tables import (
 )
 from jobs.window_tables import column_max as pc_max
 from jobs.window_tables import column_min as pc_min
-from jobs.windows.vectorised import classify, compute_standard_windows
+from jobs.windows.vectorised import classify, standard_day_metrics
 
 BATCH_METRICS = tables.BATCH_METRICS
 LATE_KEY = ("key", "arrival_seq", "window_start_ms", "window_end_ms")
@@ -369,9 +368,7 @@ class BatchSink:
             # time writes these days from the whole log, and no writer may leave them older
             log = self.spark.read.format("delta").load(
                 self.settings.table_path(tables.ARRIVAL_LOG))
-            log = log.where(could_reach(first_day, last_day, spec.window))
-            metrics = compute_standard_windows(log, quarantine, spec, zone, first_day,
-                                               last_day).metrics
+            metrics = standard_day_metrics(log, quarantine, spec, zone, first_day, last_day)
         else:
             assigned = (self.spark.read.format("delta")
                         .load(self.settings.table_path(tables.WINDOW_ASSIGNMENTS))

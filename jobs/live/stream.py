@@ -187,9 +187,25 @@ def run_live(spark: SparkSession, settings: PlatformSettings, *,
     return report
 
 
+def _drain(query: StreamingQuery, timeout_s: float = 30.0) -> None:
+    """Before a polite stop, let the stream run the batch without data that fires what the
+    last batch's watermark made due: Spark keeps a batch's watermark only in the next batch's
+    offsets, so a stop right after a data batch would leave those timers for whenever new data
+    comes (a restart with nothing new runs no batch at all)."""
+    deadline = time.monotonic() + timeout_s
+    seen = (query.lastProgress or {}).get("batchId", -1)
+    while query.isActive and time.monotonic() < deadline:
+        progress = query.lastProgress or {}
+        if progress.get("batchId", -1) > seen and not progress.get("numInputRows"):
+            return  # a batch without input ran: the timers it could fire have fired
+        if progress.get("batchId", -1) > seen:
+            seen = progress["batchId"]
+        time.sleep(0.2)
+
+
 def run_stream(spark: SparkSession, settings: PlatformSettings, *, trigger: str = "1 second",
                poll_s: float = 0.5, duration_s: float = 0.0, max_batches: int = 0,
-               metrics_interval_s: float = 30.0, checkpoint: str | None = None,
+               metrics_interval_s: float = 60.0, checkpoint: str | None = None,
                stop: threading.Event | None = None, progress: Callable[[str], None] = print,
                on_ingest: Callable[[object], None] | None = None,
                on_flush: Callable[[list[dict]], None] | None = None,
@@ -258,6 +274,7 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
             stop.wait(poll_s)
         if query.exception() is not None:
             raise RuntimeError(f"live stream failed: {query.exception()}")
+        _drain(query)
     finally:
         query.stop()  # between micro-batches or not, the checkpoint keeps the position
         sink.close()

@@ -113,6 +113,17 @@ def pane_fields(on_time: Column, late: Column, max_ts: Column, log_end: Column,
     }
 
 
+def standard_day_metrics(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,
+                         time_zone: str, first_day: str, last_day: str) -> DataFrame:
+    """The late-data metrics of ``[first_day, last_day]`` alone: what
+    :func:`compute_standard_windows` gives as ``metrics``, without the panes (the live
+    stream's metrics refresh needs no pane and no end of the log)."""
+    assigned = classify(arrivals.where(could_reach(first_day, last_day, spec.window)), spec,
+                        time_zone)
+    assigned = assigned.where(F.col("window_end_date").between(first_day, last_day))
+    return day_metrics(assigned, quarantine, time_zone, first_day, last_day)
+
+
 def compute_standard_windows(arrivals: DataFrame, quarantine: DataFrame | None,
                              spec: PipelineSpec, time_zone: str = "UTC",
                              first_day: str | None = None,

@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pyspark.sql import functions as F  # noqa: E402
 
 from jobs import tables  # noqa: E402
+from jobs.backfill import run_backfill  # noqa: E402
 from jobs.live import run_live  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
 from jobs.spark import get_spark  # noqa: E402
-from jobs.backfill import run_backfill  # noqa: E402
 from jobs.windows import compute_windows  # noqa: E402
 from operators.time import MIN_WATERMARK  # noqa: E402
 

@@ -65,6 +65,10 @@ from jobs.window_tables import column_min as pc_min
 from jobs.windows.vectorised import classify, standard_day_metrics
 
 BATCH_METRICS = tables.BATCH_METRICS
+FLUSH_SHARE = 5
+"""A background flush starts at most every ``FLUSH_SHARE`` times its last duration: the day
+metrics are recomputed from the day's whole log, which grows through the day, and may take at
+most a fifth of the machine beside the stream."""
 LATE_KEY = ("key", "arrival_seq", "window_start_ms", "window_end_ms")
 ASSIGNMENT_KEY = ("arrival_seq", "window_start_ms", "window_end_ms")
 BATCH_HEADER = ("batch_id long, records long, first_arrival_seq long, last_arrival_seq long, "
@@ -99,6 +103,7 @@ class BatchSink:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self.flush_seconds = 0.0
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
         self.files = Files(self.spark)
@@ -133,7 +138,8 @@ class BatchSink:
             raise RuntimeError("writing the late-data metrics failed") from self._flush_error
         if not self.metrics_interval_s:
             self.flush()
-        elif time.monotonic() - self.last_flush >= self.metrics_interval_s:
+        elif time.monotonic() - self.last_flush >= max(self.metrics_interval_s,
+                                                       FLUSH_SHARE * self.flush_seconds):
             self._flush_in_background()
 
     def _flush_in_background(self) -> None:
@@ -262,9 +268,10 @@ class BatchSink:
         flushed = [{**s, **by_id.get(s["batch_id"], {})} for s in pending]
         self.batches.extend(flushed)
         self._forget(pending)
+        self.flush_seconds = time.monotonic() - started
         days = f" and days {self.days[0]} .. {self.days[1]}" if self.days else ""
         self.progress(f"live: late-data metrics of {len(pending)} batches{days} written "
-                      f"({time.monotonic() - started:.1f} s)")
+                      f"({self.flush_seconds:.1f} s)")
         if self.on_flush is not None:
             self.on_flush(flushed)
         return flushed

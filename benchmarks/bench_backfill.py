@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import functions as F  # noqa: E402
 
+from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
 from jobs.backfill import run_backfill  # noqa: E402
 from jobs.live import run_live  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
-from jobs.spark import get_spark  # noqa: E402
 from jobs.windows import compute_windows  # noqa: E402
 from operators.time import MIN_WATERMARK  # noqa: E402
 
@@ -127,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.live_batches, args.live_batch_records = [50_000, 150_000], 4, 2_000
-    spark = get_spark("local[2]", shuffle_partitions=4, app_name="bench")
+    spark = bench_spark("bench", shuffle_partitions=4)
     root = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
     rows = []
     try:

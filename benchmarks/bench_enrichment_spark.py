@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pyspark.sql import functions as F  # noqa: E402
 
 from benchmarks.bench_enrichment import service_process  # noqa: E402
+from benchmarks.engine import bench_spark  # noqa: E402
 from jobs.enrichment import METRICS_STATUS, enrich_frame, sum_counters  # noqa: E402
-from jobs.spark import get_spark  # noqa: E402
 from operators.async_io import AsyncEnrichConfig  # noqa: E402
 
 
@@ -45,7 +45,8 @@ def main() -> None:
     if args.quick:
         args.records, args.udf_records = 2_000, 200
     tasks = args.tasks
-    spark = get_spark(f"local[{tasks}]", shuffle_partitions=tasks, app_name="bench-enrichment")
+    spark = bench_spark("bench-enrichment", shuffle_partitions=tasks,
+                        master=f"local[{tasks}]")
     latency_s = args.latency_ms / 1000
 
     def records(n: int):

@@ -366,10 +366,10 @@ def main() -> None:
         args.rates, args.keys, args.windows = [10_000], [10_000], ["tumbling"]
         args.seconds = min(args.seconds, 75)
 
-    from jobs.spark import get_spark
+    from benchmarks.engine import bench_spark
 
-    spark = get_spark("local[2]", shuffle_partitions=2, app_name="bench-live",
-                      extra={"spark.sql.streaming.numRecentProgressUpdates": "100000",
+    spark = bench_spark("bench-live", shuffle_partitions=2,
+                        extra={"spark.sql.streaming.numRecentProgressUpdates": "100000",
                              "spark.driver.extraJavaOptions": "-XX:MaxJavaStackTraceDepth=100000"})
     root = Path(tempfile.mkdtemp(prefix="bench-live-"))
     configs = [(w, r, k) for w in args.windows for r in args.rates for k in args.keys]

@@ -38,11 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pyspark.sql import DataFrame, Window  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
 from jobs.ingest import ingest  # noqa: E402
 from jobs.nexmark_job import run_backfill, run_live  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
-from jobs.spark import get_spark  # noqa: E402
 from nexmark.config import NexmarkConfig  # noqa: E402
 from nexmark.generator import generate  # noqa: E402
 
@@ -179,7 +179,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.sizes = [20_000, 60_000]
-    spark = get_spark("local[2]", shuffle_partitions=4, app_name="bench-nexmark")
+    spark = bench_spark("bench-nexmark", shuffle_partitions=4)
     root = Path(tempfile.mkdtemp(prefix="bench-nexmark-"))
     quiet = {"progress": lambda _: None}
     results = []

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobs import storage
 from operators.pipeline import PipelineSpec, load_pipeline
@@ -88,7 +88,8 @@ class PlatformSettings(BaseSettings):
     # -- the engine -----------------------------------------------------------------------------
     spark_master: str = Field("local[2]",
         description="Spark master URL: local[N], spark://host:port, yarn, k8s://...")
-    spark_conf: dict[str, str] = Field(default_factory=dict,
+    # NoDecode: the variable is JSON *or* key=value lines, parsed by _conf, not as JSON first
+    spark_conf: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict,
         description="Extra Spark and Delta settings: a JSON object, or key=value lines")
     spark_defaults: str = Field("",
         description="A spark-defaults.conf style file of settings (PLATFORM_SPARK_CONF wins)")

@@ -4,8 +4,13 @@ The master and any Spark or Delta setting come from the platform settings
 (``PLATFORM_SPARK_MASTER``, ``PLATFORM_SPARK_CONF``, ``PLATFORM_SPARK_DEFAULTS``,
 ``PLATFORM_SHUFFLE_PARTITIONS``); ``local[2]`` is the embedded default.
 
-Delta's jars come from Maven Central through delta-spark's own mechanism; when that fails the
-JVM dies before Python gets a port, with an error that does not say why, so we say it.
+On a cluster (any master but ``local[...]``) the session ships the project's code to the
+executors and checks that they can import it (jobs/shipping.py).
+
+Delta's jars (and any ``spark.jars.packages`` the user adds) come from Maven Central on the
+first start and from the files remembered then on later ones (jobs/spark_jars.py); when the
+first resolution fails the JVM dies before Python gets a port, with an error that does not say
+why, so we say it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
+
+from jobs import spark_jars
+from jobs.shipping import check_executors, is_cluster, ship_project
 
 if TYPE_CHECKING:
     from jobs.settings import PlatformSettings
@@ -56,18 +64,27 @@ def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from delta import configure_spark_with_delta_pip
-
+    extra = dict(extra or {})
+    wanted = spark_jars.packages(extra.pop("spark.jars.packages", ""))
+    user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**DELTA_CONFIGS, **LOCAL_CONFIGS,
                        "spark.sql.shuffle.partitions": str(shuffle_partitions),
-                       **(extra or {})}.items():
+                       **extra}.items():
         builder = builder.config(key, value)
+    remembered = spark_jars.remembered_jars(wanted)
+    if remembered is not None:  # resolved before: no Ivy at all
+        builder = builder.config("spark.jars", ",".join([*remembered, *user_jars]))
+    else:
+        builder = (builder.config("spark.jars.packages", ",".join(wanted))
+                   .config("spark.jars.ivySettings", str(spark_jars.ivy_settings_file())))
+        if user_jars:
+            builder = builder.config("spark.jars", ",".join(user_jars))
     active = SparkSession.getActiveSession()
     if active is not None:  # getOrCreate sets the settings on it, and must check Delta's too
         _register_delta_settings(active)
     try:
-        session = configure_spark_with_delta_pip(builder).getOrCreate()
+        session = builder.getOrCreate()
     except Exception as error:  # the JVM's own message is about a port, not the cause
         if "INVALID_CONF_VALUE" in str(error):  # an existing session refused a setting
             raise SparkConfigError(f"a Spark setting is refused: "
@@ -79,8 +96,21 @@ def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
             f"Original error: {error}"
         ) from error
     session.sparkContext.setLogLevel("ERROR")
-    _check_settings(session, extra or {})
+    if remembered is None and active is None:
+        resolved = session.sparkContext.getConf().get("spark.jars", "")
+        spark_jars.remember_jars(wanted, ",".join(
+            jar for jar in resolved.split(",") if jar and jar not in user_jars))
+    _check_settings(session, extra)
+    if is_cluster(master) and id(session) not in _SHIPPED:
+        user_files = [p for p in extra.get("spark.submit.pyFiles", "").split(",") if p]
+        ship_project(session, user_files)
+        check_executors(session)
+        _SHIPPED.add(id(session))
     return session
+
+
+_SHIPPED: set[int] = set()
+"""Sessions that already have the project's code (getOrCreate returns the same one)."""
 
 
 class SparkConfigError(ValueError):

@@ -93,7 +93,7 @@ def streams(draw):
     return arrivals, _pipeline(window, lateness)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.data_too_large])
 @given(streams())
 def test_vectorised_windows_equal_the_stream_simulation(spark, case):

@@ -5,6 +5,7 @@ micro-batches equal to the backfill, row for row."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,6 +56,22 @@ def records(spark, nexmark_log) -> list[dict]:
             log.orderBy("arrival_seq").toPandas().to_dict("records")]
 
 
+@pytest.fixture(scope="module")
+def backfilled(spark, nexmark_log, tmp_path_factory) -> Callable[[str], PlatformSettings]:
+    """Each query's backfill over the log, computed once for the module: the reference test
+    checks it, the live tests compare against it."""
+    done: dict[str, PlatformSettings] = {}
+
+    def backfill_of(name: str) -> PlatformSettings:
+        if name not in done:
+            settings = _copy(nexmark_log, tmp_path_factory.mktemp(f"backfill-{name}"))
+            run_backfill(spark, settings, name, PARAMETERS[name], **QUIET)
+            done[name] = settings
+        return done[name]
+
+    return backfill_of
+
+
 def _copy(source: PlatformSettings, home: Path) -> PlatformSettings:
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
                                           "PLATFORM_PIPELINE": str(source.pipeline_path)})
@@ -78,9 +95,8 @@ def _rows(spark, settings: PlatformSettings, name: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
-def test_the_backfill_equals_the_reference(spark, nexmark_log, records, tmp_path, name):
-    settings = _copy(nexmark_log, tmp_path / "platform")
-    run_backfill(spark, settings, name, PARAMETERS[name], **QUIET)
+def test_the_backfill_equals_the_reference(spark, backfilled, records, name):
+    settings = backfilled(name)
     parameters = PARAMETERS[name]
     expected = (reference.q11_in_arrival_order(records, **parameters) if name == "q11"
                 else reference.REFERENCES[name](records, **parameters))
@@ -96,24 +112,24 @@ def test_the_backfill_equals_the_reference(spark, nexmark_log, records, tmp_path
 
 
 @pytest.mark.parametrize("name", ["q5", "q7", "q8", "q11", "q12"])
-def test_live_in_micro_batches_equals_the_backfill(spark, nexmark_log, tmp_path, name):
-    backfilled = _copy(nexmark_log, tmp_path / "backfill")
-    run_backfill(spark, backfilled, name, PARAMETERS[name], **QUIET)
+def test_live_in_micro_batches_equals_the_backfill(spark, nexmark_log, backfilled, tmp_path,
+                                                   name):
+    expected = backfilled(name)
     live = _copy(nexmark_log, tmp_path / "live")
     report = run_live(spark, live, name, PARAMETERS[name], max_files_per_trigger=1, **QUIET)
     assert len(report.batches) >= INGESTS
     names = [f"nexmark_{name}", f"nexmark_{name}_late"] + (
         ["nexmark_q5_counts"] if name == "q5" else [])
     for table in names:
-        pd.testing.assert_frame_equal(_table(spark, backfilled, table),
+        pd.testing.assert_frame_equal(_table(spark, expected, table),
                                       _table(spark, live, table), check_exact=True, obj=table)
 
 
-def test_a_live_run_over_backfilled_tables_adds_nothing_twice(spark, nexmark_log, tmp_path):
+def test_a_live_run_over_backfilled_tables_adds_nothing_twice(spark, nexmark_log, backfilled,
+                                                              tmp_path):
     """A live stream started (fresh checkpoint) over tables a backfill already wrote
     recomputes the same rows: each table must stay as the backfill left it, not doubled."""
-    expected = _copy(nexmark_log, tmp_path / "backfill")
-    run_backfill(spark, expected, "q8", PARAMETERS["q8"], **QUIET)
+    expected = backfilled("q8")
     settings = _copy(nexmark_log, tmp_path / "both")
     run_backfill(spark, settings, "q8", PARAMETERS["q8"], **QUIET)
     run_live(spark, settings, "q8", PARAMETERS["q8"], max_files_per_trigger=2, **QUIET)

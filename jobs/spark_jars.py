@@ -1,0 +1,87 @@
+"""The JVM packages a session needs (Delta, plus any the user names), resolved once.
+
+Spark resolves ``spark.jars.packages`` with Ivy at *every* start: about five seconds of
+dependency resolution and dozens of log lines per process, and a lookup of
+``repos.spark-packages.org`` that fails noisily on machines without it. The jars do not change
+for a given list of packages, so the first start resolves them from Maven Central only (plus
+the local Ivy cache), and remembers the jar files it got; later starts hand Spark those files
+(``spark.jars``) and skip Ivy entirely. A remembered file that has gone makes the next start
+resolve again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pyspark
+
+IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="platform"/>
+  <resolvers>
+    <chain name="platform" returnFirst="true">
+      <ibiblio name="central" m2compatible="true" root="https://repo1.maven.org/maven2/"/>
+    </chain>
+  </resolvers>
+</ivysettings>
+"""
+"""Maven Central only (Spark's default adds spark-packages.org); Ivy's cache still serves
+what it downloaded before."""
+
+
+def cache_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "eventtime-platform"
+
+
+def delta_package() -> str:
+    """The Delta artifact matching the installed delta-spark and pyspark (as delta-spark's
+    ``configure_spark_with_delta_pip`` names it)."""
+    from importlib.metadata import version
+
+    spark_major_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_major_minor}_2.13:{version('delta_spark')}"
+
+
+def packages(user_packages: str = "") -> list[str]:
+    """Delta's artifact and the user's ``spark.jars.packages``, in a fixed order."""
+    extra = [p.strip() for p in user_packages.split(",") if p.strip()]
+    return [delta_package(), *sorted(set(extra) - {delta_package()})]
+
+
+def _record(wanted: list[str]) -> Path:
+    digest = hashlib.sha256(",".join(wanted).encode()).hexdigest()[:16]
+    return cache_folder() / f"jars-{digest}.txt"
+
+
+def remembered_jars(wanted: list[str]) -> list[str] | None:
+    """The jar files resolved for ``wanted`` before, if every one is still there."""
+    record = _record(wanted)
+    if not record.exists():
+        return None
+    jars = [line for line in record.read_text().splitlines() if line]
+    if not jars or not all(Path(urlsplit(jar).path).is_file() for jar in jars):
+        return None
+    return jars
+
+
+def remember_jars(wanted: list[str], resolved: str) -> None:
+    """Keep what Ivy resolved (Spark's ``spark.jars`` after start) for the next start."""
+    jars = [jar for jar in resolved.split(",") if jar]
+    if not jars or not all(Path(urlsplit(jar).path).is_file() for jar in jars):
+        return
+    record = _record(wanted)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text("\n".join(jars) + "\n")
+    partial.replace(record)
+
+
+def ivy_settings_file() -> Path:
+    path = cache_folder() / "ivysettings.xml"
+    if not path.exists() or path.read_text() != IVY_SETTINGS:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(IVY_SETTINGS)
+    return path

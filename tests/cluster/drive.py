@@ -1,0 +1,51 @@
+"""The driver a cluster test runs in its own process (a SparkSession per process): ingest, the
+live stream, then a backfill over the same days, with each state of the output tables saved
+for the test to compare. Settings come from the ``PLATFORM_*`` environment, as for any job.
+
+    python -m tests.cluster.drive <output folder>
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+from deltalake import DeltaTable
+
+from jobs import tables
+from jobs.backfill import run_backfill
+from jobs.ingest import ingest
+from jobs.live import run_live
+from jobs.settings import PlatformSettings
+from jobs.shipping import ExecutorImportError, check_executors
+from jobs.spark import spark_for
+
+SAVED = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
+         tables.LATE_DATA_METRICS)
+
+
+def save_tables(settings: PlatformSettings, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in SAVED:
+        frame: pd.DataFrame = DeltaTable(settings.table_path(name)).to_pandas()
+        frame.to_parquet(folder / f"{name}.parquet")
+
+
+def main(output: Path) -> None:
+    settings = PlatformSettings.from_env()
+    spark = spark_for(settings, app_name="cluster-test")
+    try:  # a missing module is named, with the host, instead of a lost executor
+        check_executors(spark, ("no_such_module_for_the_test",))
+    except ExecutorImportError as error:
+        (output / "import_error.txt").write_text(str(error))
+    ingest(spark, settings)
+    run_live(spark, settings)
+    save_tables(settings, output / "live")
+    run_backfill(spark, settings)
+    save_tables(settings, output / "backfill")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

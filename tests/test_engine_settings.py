@@ -1,0 +1,74 @@
+"""Choosing the engine: Spark settings from the environment, the packages every session asks
+for, and the code a cluster session ships. Pure Python; the cluster itself is tested in
+tests/cluster."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from jobs import spark_jars
+from jobs.settings import PlatformSettings, SettingsError
+from jobs.shipping import is_cluster, package_zip
+
+
+@pytest.mark.parametrize("text", ['{"spark.executor.memory": "1g", "spark.cores.max": "2"}',
+                                  "spark.executor.memory=1g,spark.cores.max=2",
+                                  "spark.executor.memory = 1g\nspark.cores.max=2\n"])
+def test_spark_settings_come_from_the_environment_as_json_or_key_value(tmp_path, text):
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path),
+                                          "PLATFORM_SPARK_CONF": text,
+                                          "PLATFORM_SPARK_MASTER": "spark://127.0.0.1:7077"})
+    assert settings.spark_settings() == {"spark.executor.memory": "1g", "spark.cores.max": "2"}
+    assert settings.spark_master == "spark://127.0.0.1:7077"
+
+
+def test_a_spark_defaults_file_is_read_and_the_variable_wins(tmp_path):
+    defaults = tmp_path / "spark-defaults.conf"
+    defaults.write_text("# cluster\nspark.executor.memory 2g\nspark.cores.max 4\n")
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path),
+                                          "PLATFORM_SPARK_DEFAULTS": str(defaults),
+                                          "PLATFORM_SPARK_CONF": "spark.cores.max=2"})
+    assert settings.spark_settings() == {"spark.executor.memory": "2g", "spark.cores.max": "2"}
+
+
+def test_a_malformed_spark_setting_is_named(tmp_path):
+    with pytest.raises(SettingsError, match="PLATFORM_SPARK_CONF: expected key=value"):
+        PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path),
+                                   "PLATFORM_SPARK_CONF": "spark.cores.max"})
+
+
+def test_the_users_packages_are_added_to_deltas_not_replacing_them():
+    wanted = spark_jars.packages("org.apache.hadoop:hadoop-aws:3.4.2, x:y:1")
+    assert wanted[0].startswith("io.delta:delta-spark_")
+    assert wanted[1:] == ["org.apache.hadoop:hadoop-aws:3.4.2", "x:y:1"]
+
+
+def test_remembered_jars_are_used_only_while_every_file_exists(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"jar")
+    wanted = spark_jars.packages()
+    assert spark_jars.remembered_jars(wanted) is None
+    spark_jars.remember_jars(wanted, f"file://{jar}")
+    assert spark_jars.remembered_jars(wanted) == [f"file://{jar}"]
+    assert spark_jars.remembered_jars(spark_jars.packages("x:y:1")) is None  # other packages
+    jar.unlink()
+    assert spark_jars.remembered_jars(wanted) is None  # resolve again
+
+
+def test_only_non_local_masters_ship_code():
+    assert not is_cluster("local[2]") and not is_cluster("local[*]")
+    assert is_cluster("spark://127.0.0.1:7077") and is_cluster("yarn")
+    assert is_cluster("k8s://https://10.0.0.1:6443")
+
+
+def test_the_shipped_zip_holds_every_module_the_executors_run(tmp_path):
+    archive = package_zip(folder=tmp_path)
+    names = set(zipfile.ZipFile(archive).namelist())
+    for module in ("operators/window_operator.py", "jobs/runtime/buckets.py",
+                   "jobs/windows/vectorised.py", "jobs/live/standard.py", "nexmark/queries.py"):
+        assert module in names
+    assert not any("__pycache__" in name for name in names)
+    assert package_zip(folder=tmp_path) == archive  # same content, same file

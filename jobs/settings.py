@@ -138,6 +138,22 @@ class PlatformSettings(BaseSettings):
             raise ValueError(f"{value!r} is not a time zone") from None
         return value
 
+    @field_validator("spark_master")
+    @classmethod
+    def _master(cls, value: str) -> str:
+        if value.startswith("sc://"):
+            raise ValueError(
+                "Spark Connect (sc://...) is not supported: the jobs use Delta's DeltaTable API, "
+                "the JVM's Hadoop FileSystem and transformWithState's state store, and Delta's "
+                "Connect server plugin (io.delta:delta-connect-server) is not on Maven Central for "
+                "delta-spark 4.4 on Spark 4.2; use "
+                "the cluster's master URL instead (spark://host:port, yarn, k8s://...), "
+                "docs/operations.md, 'Running on a cluster'")
+        if not value or " " in value:
+            raise ValueError(f"expected a Spark master URL such as local[2] or "
+                             f"spark://host:7077, got {value!r}")
+        return value
+
     @field_validator("spark_conf", mode="before")
     @classmethod
     def _conf(cls, value: Any) -> Any:

@@ -72,3 +72,10 @@ def test_the_shipped_zip_holds_every_module_the_executors_run(tmp_path):
         assert module in names
     assert not any("__pycache__" in name for name in names)
     assert package_zip(folder=tmp_path) == archive  # same content, same file
+
+
+def test_spark_connect_is_refused_up_front_saying_what_works(tmp_path):
+    with pytest.raises(SettingsError, match=r"PLATFORM_SPARK_MASTER: Spark Connect .* not "
+                                            r"supported.*spark://host:port"):
+        PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path),
+                                   "PLATFORM_SPARK_MASTER": "sc://127.0.0.1:15002"})

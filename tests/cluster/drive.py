@@ -8,6 +8,7 @@ for the test to compare. Settings come from the ``PLATFORM_*`` environment, as f
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -33,16 +34,26 @@ def save_tables(settings: PlatformSettings, folder: Path) -> None:
 
 
 def main(output: Path) -> None:
+    started = time.monotonic()
+
+    def step(name: str) -> None:  # the test prints these: where a slow cluster run went
+        print(f"drive: {name} at {time.monotonic() - started:.1f} s", file=sys.stderr,
+              flush=True)
+
     settings = PlatformSettings.from_env()
     spark = spark_for(settings, app_name="cluster-test")
+    step("session started, code shipped and checked")
     try:  # a missing module is named, with the host, instead of a lost executor
         check_executors(spark, ("no_such_module_for_the_test",))
     except ExecutorImportError as error:
         (output / "import_error.txt").write_text(str(error))
     ingest(spark, settings)
+    step("ingested")
     run_live(spark, settings)
+    step("live stream done")
     save_tables(settings, output / "live")
     run_backfill(spark, settings)
+    step("backfill done")
     save_tables(settings, output / "backfill")
     spark.stop()
 

@@ -80,6 +80,7 @@ def test_ingest_live_and_backfill_on_the_cluster_equal_local_mode(cluster, spark
                             cwd=REPO, env=environment, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
+    print("\n".join(line for line in result.stderr.splitlines() if line.startswith("drive:")))
 
     import_error = (output / "import_error.txt").read_text()
     assert "no_such_module_for_the_test on " in import_error

@@ -26,7 +26,7 @@ from jobs import storage
 from jobs.delta_io import retry_conflicts
 
 
-def _uri(location: str) -> str:
+def delta_uri(location: str) -> str:
     """delta-rs spells Hadoop's ``s3a://`` as ``s3://``."""
     return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
 
@@ -41,7 +41,7 @@ def table_exists(location: str) -> bool:
 
     if storage.is_local(location) and not (storage.local_path(location) / "_delta_log").is_dir():
         return False
-    return DeltaTable.is_deltatable(_uri(location))
+    return DeltaTable.is_deltatable(delta_uri(location))
 
 
 def applied_version(location: str, app_id: str) -> int | None:
@@ -50,7 +50,7 @@ def applied_version(location: str, app_id: str) -> int | None:
 
     if not table_exists(location):
         return None
-    return DeltaTable(_uri(location)).transaction_version(app_id)
+    return DeltaTable(delta_uri(location)).transaction_version(app_id)
 
 
 def append(location: str, data: pa.Table, *, app_id: str | None = None,
@@ -67,7 +67,7 @@ def append(location: str, data: pa.Table, *, app_id: str | None = None,
                 return False
         properties = CommitProperties(app_transactions=[Transaction(app_id, version)]) \
             if app_id is not None else None
-        write_deltalake(_uri(location), data, mode="append",
+        write_deltalake(delta_uri(location), data, mode="append",
                         partition_by=list(partition_by) if partition_by else None,
                         commit_properties=properties)
         return True
@@ -87,7 +87,7 @@ def merge_latest(location: str, data: pa.Table, *, keys: Sequence[str], order: s
     condition = " AND ".join([bounds, *[f"t.{k} = s.{k}" for k in keys]])
 
     def merge() -> None:
-        (DeltaTable(_uri(location))
+        (DeltaTable(delta_uri(location))
          .merge(data, condition, source_alias="s", target_alias="t")
          .when_matched_update_all(predicate=f"s.{order} > t.{order}")
          .when_not_matched_insert_all()
@@ -110,9 +110,34 @@ def insert_new(location: str, data: pa.Table, *, keys: Sequence[str], bounds: st
                                         for k in keys]])
 
     def merge() -> None:
-        (DeltaTable(_uri(location))
+        (DeltaTable(delta_uri(location))
          .merge(data, condition, source_alias="s", target_alias="t")
          .when_not_matched_insert_all()
          .execute())
 
     retry_conflicts(merge)
+
+
+def replace_range(location: str, data: pa.Table, *, column: str, first: str, last: str,
+                  partition_by: Sequence[str]) -> None:
+    """Replace the rows with ``first <= column <= last`` by ``data`` (creating the table), in
+    one commit; delta-rs refuses ``data`` outside the range, as Spark's ``replaceWhere``."""
+    from deltalake import write_deltalake
+
+    if not table_exists(location):
+        append(location, data.slice(0, 0), partition_by=partition_by)
+    predicate = f"{column} >= '{first}' AND {column} <= '{last}'"
+    retry_conflicts(lambda: write_deltalake(delta_uri(location), data, mode="overwrite",
+                                            predicate=predicate,
+                                            partition_by=list(partition_by)))
+
+
+def read_columns(location: str, columns: Sequence[str], filter_expression=None) -> pa.Table:
+    """Some columns of a table (optionally filtered, with file and row-group skipping by
+    statistics), read in the driver without a Spark job; empty when there is no table."""
+    from deltalake import DeltaTable
+
+    if not table_exists(location):
+        return pa.table({name: pa.array([], pa.int64()) for name in columns})
+    dataset = DeltaTable(delta_uri(location)).to_pyarrow_dataset()
+    return dataset.to_table(columns=list(columns), filter=filter_expression)

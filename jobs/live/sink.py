@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -47,8 +48,6 @@ from jobs import fast_writes, storage, tables
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
-    replace_range,
-    table_exists,
 )
 from jobs.settings import PlatformSettings
 from jobs.storage import Files
@@ -323,17 +322,32 @@ class BatchSink:
             rows = rows.withColumn(name, F.coalesce(F.col(name), F.lit(0)).cast("long"))
         collected = rows.collect()
         path = self.settings.table_path(BATCH_METRICS)
-        existing = set()
-        if table_exists(self.spark, path):
-            existing = {r[0] for r in self.spark.read.format("delta").load(path)
-                        .where(F.col("batch_id").between(pending[0]["batch_id"],
-                                                         pending[-1]["batch_id"]))
-                        .select("batch_id").collect()}
+        first, last = pending[0]["batch_id"], pending[-1]["batch_id"]
+        existing = set(fast_writes.read_columns(
+            path, ["batch_id"], (pc.field("batch_id") >= first) & (pc.field("batch_id") <= last)
+        ).column("batch_id").to_pylist())
         new = [r for r in collected if r.batch_id not in existing]
         if new:
-            append_idempotent(self.spark.createDataFrame(new, rows.schema), path,
-                              app_id=self.app_id, version=new[-1].batch_id, merge_schema=True)
+            self._append_batch_rows(new, rows.schema, path)
         return [r.asDict() for r in collected]
+
+    def _append_batch_rows(self, new: list, schema, path: str) -> None:
+        """One small append with the batch id as Delta transaction; a table from an older
+        version of the platform, without some of these columns, gets them through Spark."""
+        if fast_writes.table_exists(path) and \
+                not set(schema.fieldNames()) <= self._columns_of(path):
+            append_idempotent(self.spark.createDataFrame(new, schema), path, app_id=self.app_id,
+                              version=new[-1].batch_id, merge_schema=True)
+            return
+        data = pa.Table.from_pylist([r.asDict() for r in new],
+                                    fast_writes.arrow_schema(schema))
+        fast_writes.append(path, data, app_id=self.app_id, version=new[-1].batch_id)
+
+    @staticmethod
+    def _columns_of(path: str) -> set[str]:
+        from deltalake import DeltaTable
+
+        return set(DeltaTable(fast_writes.delta_uri(path)).schema().to_arrow().names)
 
     def _quarantined(self, log: DataFrame, pending: list[dict]) -> dict[int, int]:
         """Quarantined lines of the ingest batches each micro-batch finished reading: those
@@ -341,17 +355,23 @@ class BatchSink:
         batch of its last record. An ingest batch split over two micro-batches counts in the
         first; one with no good line at all counts with the next micro-batch that reads
         records (the per-day metrics count every line, by ingest day)."""
-        quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
-        if quarantine is None:
+        quarantine = self.settings.table_path(tables.QUARANTINE)
+        if not fast_writes.table_exists(quarantine):
             return {}
         pending = [s for s in pending if s["records"]]
         if not pending:
             return {}
         positions = {s["first_arrival_seq"] - 1 for s in pending} | \
             {s["last_arrival_seq"] for s in pending}
-        batch_of = dict(log.where(F.col("arrival_seq").isin(sorted(positions)))
-                        .select("arrival_seq", "ingest_batch").collect())
-        per_ingest = dict(quarantine.groupBy("ingest_batch").count().collect())
+        found = fast_writes.read_columns(
+            self.settings.table_path(tables.ARRIVAL_LOG), ["arrival_seq", "ingest_batch"],
+            pc.field("arrival_seq").isin(sorted(positions)))
+        batch_of = dict(zip(found.column("arrival_seq").to_pylist(),
+                            found.column("ingest_batch").to_pylist(), strict=True))
+        counted = fast_writes.read_columns(quarantine, ["ingest_batch"]) \
+            .group_by("ingest_batch").aggregate([("ingest_batch", "count")])
+        per_ingest = dict(zip(counted.column("ingest_batch").to_pylist(),
+                              counted.column("ingest_batch_count").to_pylist(), strict=True))
         result = {}
         for s in pending:
             after = batch_of.get(s["first_arrival_seq"] - 1, -1)
@@ -382,6 +402,7 @@ class BatchSink:
                         .where(F.col("window_end_date").between(first_day, last_day))
                         .withColumnRenamed("fate", "_class"))
             metrics = day_metrics(assigned, quarantine, zone, first_day, last_day)
-        replace_range(metrics, self.settings.table_path(tables.LATE_DATA_METRICS),
-                      column="window_end_date", first=first_day, last=last_day,
-                      partition_by="window_end_date")
+        fast_writes.replace_range(self.settings.table_path(tables.LATE_DATA_METRICS),
+                                  metrics.toArrow(), column="window_end_date",
+                                  first=first_day, last=last_day,
+                                  partition_by=["window_end_date"])

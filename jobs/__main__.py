@@ -195,6 +195,11 @@ def _run(args: argparse.Namespace, settings, checkpoint: str | None,
             from jobs.ingest import ingest
 
             ingest(spark, settings)
+        from jobs.delta_io import table_exists
+
+        if not table_exists(spark, settings.table_path("arrival_log")):
+            print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
+            return 0
         run_live(spark, settings, checkpoint=checkpoint,
                  max_files_per_trigger=args.max_files_per_trigger)
     else:

@@ -308,10 +308,14 @@ def test_ingest_with_nothing_new_says_so_and_writes_nothing(ingested):
 
 
 @pytest.mark.spark
-def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(ingested, spark):
+def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, tmp_path):
     from jobs.backfill import run_backfill
+    from jobs.ingest import ingest
 
-    settings, quiet = ingested["settings"], {"progress": lambda _: None}
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
+    generate(GeneratorConfig(events=3_000, keys=10, producers=2, seed=5), settings.landing)
+    quiet = {"progress": lambda _: None}
+    ingest(None, settings, **quiet)
     day = run_backfill(spark, settings, "2026-01-01", "2026-01-01", **quiet)
     results = DeltaTable(settings.table_path(tables.WINDOW_RESULTS)).to_pyarrow_table()
     late = DeltaTable(settings.table_path(tables.LATE_RECORDS)).to_pyarrow_table()
@@ -396,3 +400,81 @@ def test_an_unreadable_landing_file_stops_ingest_before_anything_is_written(tmp_
     assert _rows(settings.warehouse) == {}
     locked.chmod(0o644)
     assert ingest(None, settings, progress=lambda _: None).records == 2
+
+
+# -- ./platform ui ---------------------------------------------------------------------------
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[0] != "Z":
+                children.setdefault(int(stat[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+def test_platform_ui_stops_with_all_its_children_on_sigterm(tmp_path):
+    """``./platform ui`` as a user starts it (its setup finds an installed .venv: this
+    interpreter's), then SIGTERM: the webserver, the daemon and the code servers stop too."""
+    import socket
+    import urllib.request
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name in ("platform", "workspace.yaml", "pyproject.toml", "requirements.lock"):
+        (checkout / name).write_bytes((REPO / name).read_bytes())
+    (checkout / "platform").chmod(0o755)
+    for name in ("jobs", "operators", "platform_defs", "services"):
+        (checkout / name).symlink_to(REPO / name)
+    bin_folder = checkout / ".venv" / "bin"
+    bin_folder.mkdir(parents=True)
+    for name in ("python", "dagster"):
+        (bin_folder / name).symlink_to(Path(sys.executable).parent / name)
+    (checkout / ".venv" / ".installed").touch()  # newer than pyproject.toml: no install
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
+    process = subprocess.Popen(
+        ["./platform", "ui"], cwd=checkout, start_new_session=True,
+        env={**environment, "PORT": str(port), "PLATFORM_HOME": str(tmp_path / "home"),
+             "PYTHON_BIN": sys.executable},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+                break
+            except OSError:
+                assert process.poll() is None, "./platform ui stopped on its own"
+                time.sleep(0.5)
+        else:
+            pytest.fail("the UI did not answer within 90 s")
+        children = _descendants(process.pid)
+        assert len(children) >= 3  # dagster dev, its webserver, its daemon (+ code servers)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=40) in (0, 143)
+        # once the command has returned, nothing of it is left running
+        assert [pid for pid in children if _running(pid)] == []
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)

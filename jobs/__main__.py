@@ -161,14 +161,23 @@ def _run(args: argparse.Namespace, settings, checkpoint: str | None,
     from jobs import storage
     from jobs.spark import spark_for
 
-    if args.command == "ingest" and storage.is_local(settings.warehouse):
+    once = args.command == "ingest" or (args.command == "live"
+                                        and args.trigger == "available_now")
+    if once and storage.is_local(settings.warehouse):
+        # a local warehouse needs no JVM to ingest: the ingest log is plain files and the
+        # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
+        # and Spark starts only if there is something to stream
         from jobs.ingest import ingest
 
-        # a local warehouse needs no JVM: the ingest log is plain files and the appends go
-        # through deltalake (jobs/fast_writes.py), so ingest answers in seconds, not after
-        # Spark's start-up
-        ingest(None, settings)
-        return 0
+        if args.command == "ingest" or not args.no_ingest:
+            ingest(None, settings)
+        if args.command == "ingest":
+            return 0
+        log = storage.local_path(settings.table_path("arrival_log")) / "_delta_log"
+        if not log.is_dir():
+            print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
+            return 0
+        args.no_ingest = True
     spark = spark_for(settings)
     if args.command == "ingest":
         from jobs.ingest import ingest
@@ -189,14 +198,13 @@ def _run(args: argparse.Namespace, settings, checkpoint: str | None,
             print(f"nexmark {args.query} live: {len(report.batches)} micro-batches, "
                   f"{report.rows} rows, {report.late} late")
     elif args.trigger == "available_now":
+        from jobs.delta_io import table_exists
         from jobs.live import run_live
 
         if not args.no_ingest:
             from jobs.ingest import ingest
 
             ingest(spark, settings)
-        from jobs.delta_io import table_exists
-
         if not table_exists(spark, settings.table_path("arrival_log")):
             print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
             return 0
@@ -214,7 +222,6 @@ def _run(args: argparse.Namespace, settings, checkpoint: str | None,
                    duration_s=args.duration, metrics_interval_s=args.metrics_interval,
                    stop=stop)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

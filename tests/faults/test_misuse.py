@@ -331,6 +331,14 @@ def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, t
     assert _rows(settings.warehouse) == before
 
 
+def test_live_with_nothing_landed_says_so(tmp_path):
+    (tmp_path / "home" / "landing").mkdir(parents=True)
+    result = _cli(["live"], {"PLATFORM_HOME": str(tmp_path / "home")})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (f"ingest: no new landing files\nlive: nothing to do: nothing has "
+                             f"landed in {tmp_path / 'home' / 'landing'} yet\n")
+
+
 def test_a_second_pipeline_on_the_same_warehouse_is_refused(ingested, tmp_path):
     before = _rows(ingested["settings"].warehouse)
     other = _file(tmp_path, "sessions.yaml", SESSIONS)

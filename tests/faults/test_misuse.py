@@ -331,6 +331,28 @@ def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, t
     assert _rows(settings.warehouse) == before
 
 
+def test_a_landing_file_rewritten_after_ingest_is_quarantined_whole_with_a_warning(tmp_path):
+    """The issue's silent loss: a producer reused a file name with new content, and ingest
+    skipped the known name. Now its lines are quarantined, counted and warned about."""
+    home = tmp_path / "home"
+    generate(GeneratorConfig(events=600, keys=5, producers=2, seed=3), home / "landing")
+    env = {"PLATFORM_HOME": str(home)}
+    first = _cli(["ingest"], env)
+    assert first.returncode == 0 and first.stdout.startswith("ingest: ingested batch 0: ")
+    before = _rows(home / "warehouse")
+    victim = sorted((home / "landing").glob("*/*.jsonl"))[0]
+    victim.write_text("".join(json.dumps({"key": "k", "event_time": 1_767_225_600_000 + i,
+                                          "received_at": 1_767_225_600_000 + i}) + "\n"
+                              for i in range(7)), encoding="utf-8")
+    second = _cli(["ingest"], env)
+    assert second.returncode == 0, second.stderr
+    assert "WARNING 1 files changed after ingest (lines quarantined as " \
+           "file_changed_after_ingest)" in second.stdout
+    after = _rows(home / "warehouse")
+    assert after[tables.ARRIVAL_LOG] == before[tables.ARRIVAL_LOG]
+    assert after[tables.QUARANTINE] == before[tables.QUARANTINE] + 7
+
+
 def test_live_with_nothing_landed_says_so(tmp_path):
     (tmp_path / "home" / "landing").mkdir(parents=True)
     result = _cli(["live"], {"PLATFORM_HOME": str(tmp_path / "home")})

@@ -18,6 +18,10 @@ import datetime as dt
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.settings import PlatformSettings
 
 
 def _day(text: str) -> str:
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _checked(args: argparse.Namespace):
+def _checked(args: argparse.Namespace) -> tuple[PlatformSettings, str | None]:
     """The settings and the live checkpoint, checked against the command before Spark starts
     (jobs/checks.py): every mistake found here is one line naming the setting, status 2."""
     import os
@@ -156,7 +160,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError)
 
 
-def _run(args: argparse.Namespace, settings, checkpoint: str | None,
+def _run(args: argparse.Namespace, settings: PlatformSettings, checkpoint: str | None,
          parameters: dict[str, int]) -> int:
     from jobs import storage
     from jobs.spark import spark_for

@@ -182,6 +182,13 @@ def _run(args: argparse.Namespace, settings: PlatformSettings, checkpoint: str |
             print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
             return 0
         args.no_ingest = True
+    if args.command == "backfill":
+        from jobs.backfill import BackfillReport
+        from jobs.checks import nothing_to_backfill
+
+        if nothing_to_backfill(settings, args.first_day, args.last_day):
+            print(BackfillReport(args.first_day, args.last_day, 0, 0, []).summary())
+            return 0
     spark = spark_for(settings)
     if args.command == "ingest":
         from jobs.ingest import ingest

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import tables
+from jobs.checks import nothing_to_backfill
 from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none, replace_range, rows_written
 from jobs.progress import heartbeat
@@ -77,6 +78,10 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
     log_path = settings.table_path(tables.ARRIVAL_LOG)
     if read_table_or_none(spark, log_path) is None:
         raise FileNotFoundError(f"no arrival log at {log_path}: run ingest first")
+    if nothing_to_backfill(settings, first_day, last_day):
+        report = BackfillReport(str(first_day), str(last_day), 0, 0, [])
+        progress(report.summary())
+        return report
     for attempt in range(1, MAX_BACKFILL_PASSES + 1):
         # one snapshot for the whole pass: an unpinned Delta DataFrame reads the newest
         # version at each action, so two actions of one pass could see two logs

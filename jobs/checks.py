@@ -21,6 +21,7 @@ from jobs import storage
 from jobs.settings import PlatformSettings, SettingsError
 from operators.pipeline import PipelineSpec
 
+DAY_MS = 86_400_000
 PIPELINE_MARK = ("_platform", "pipeline.json")
 """Where a warehouse remembers the pipeline its tables were written with."""
 
@@ -45,6 +46,40 @@ def check_partition_range(start: str, end: str, first_partition: str) -> tuple[s
         raise SettingsError(f"partition range: {start} is before the first daily partition "
                             f"{first_partition} (PLATFORM_PARTITIONS_START)")
     return start, end
+
+
+def nothing_to_backfill(settings: PlatformSettings, first_day: str | None,
+                        last_day: str | None) -> bool:
+    """True only when a backfill of ``[first_day, last_day]`` would certainly write nothing
+    and erase nothing, judged from Delta's file statistics alone: no arrival can have a window
+    ending in the range (a day of margin, as :func:`jobs.days.could_reach`), no quarantined
+    line was ingested on those days, and no output table holds a row in them. Then the
+    command can say so at once instead of after Spark's start-up and a pass over the log
+    (``--from 2030-01-01``: the issue's three minutes for nothing). Unknown means False."""
+    from jobs.table_stats import file_bounds, partition_values
+
+    window = settings.pipeline.window
+    if not first_day or not last_day or window.gap_field:
+        return False
+    first, last = dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day)
+    epoch = dt.date(1970, 1, 1)
+    reach = window.size_ms or window.gap_ms or 0
+    low = (first - epoch).days * DAY_MS - DAY_MS - reach
+    high = (last - epoch).days * DAY_MS + 2 * DAY_MS
+    arrivals = file_bounds(settings.table_path("arrival_log"), "event_time_ms")
+    if arrivals is None or any(lo <= high and hi >= low for lo, hi in arrivals):
+        return False
+    margin = dt.timedelta(days=1)
+    quarantined = file_bounds(settings.table_path("quarantine"), "ingest_date")
+    if quarantined is None or any(lo <= last + margin and hi >= first - margin
+                                  for lo, hi in quarantined):
+        return False
+    for name in ("window_results", "late_records", "late_data_metrics", "window_assignments"):
+        days = partition_values(settings.table_path(name), "window_end_date")
+        if days is None or any(first <= dt.date.fromisoformat(str(day)) <= last
+                               for day in days):
+            return False
+    return True
 
 
 def fingerprint(spec: PipelineSpec) -> str:

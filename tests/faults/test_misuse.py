@@ -312,22 +312,38 @@ def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, t
     from jobs.backfill import run_backfill
     from jobs.ingest import ingest
 
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
-    generate(GeneratorConfig(events=3_000, keys=10, producers=2, seed=5), settings.landing)
-    quiet = {"progress": lambda _: None}
-    ingest(None, settings, **quiet)
-    day = run_backfill(spark, settings, "2026-01-01", "2026-01-01", **quiet)
+    home = tmp_path / "home"
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    # two days of events, none bad: nothing is quarantined on the day after them
+    generate(GeneratorConfig(events=3_000, keys=10, producers=2, seed=5, bad_fraction=0.0),
+             settings.landing)
+    said: list[str] = []
+    ingest(None, settings, progress=said.append)
+    day = run_backfill(spark, settings, "2026-01-01", "2026-01-01", progress=said.append)
     results = DeltaTable(settings.table_path(tables.WINDOW_RESULTS)).to_pyarrow_table()
     late = DeltaTable(settings.table_path(tables.LATE_RECORDS)).to_pyarrow_table()
-    assert day.results == results.num_rows > 0 and day.late == late.num_rows
-    assert day.summary() == (f"backfill 2026-01-01..2026-01-01: wrote {results.num_rows} result "
-                             f"rows, {late.num_rows} late records, 1 days of metrics")
+    assert (day.results, day.late) == (results.num_rows, late.num_rows) and day.results > 0
+    assert said[-1] == (f"backfill 2026-01-01..2026-01-01: wrote {results.num_rows} result "
+                        f"rows, {late.num_rows} late records, 1 days of metrics")
     before = _rows(settings.warehouse)
 
-    # a day range far outside the data: said so, not the previous commit's figures
-    far = run_backfill(spark, settings, "2030-01-01", "2030-01-02", **quiet)
-    assert far.summary() == \
-        "backfill: nothing to do for 2030-01-01..2030-01-02 (no arrivals in range)"
+    # the day after the data: within reach of its windows, so Spark computes it, finds
+    # nothing, replaces nothing and commits nothing; the summary used to read the previous
+    # commit (the day above) and report its rows as this run's
+    said.clear()
+    after = run_backfill(spark, settings, "2026-01-03", "2026-01-03", progress=said.append)
+    assert "windows: computing partitions 2026-01-03 .. 2026-01-03" in said  # Spark's path
+    assert said[-1] == "backfill: nothing to do for 2026-01-03..2026-01-03 (no arrivals in range)"
+    assert (after.results, after.late) == (0, 0)
+    assert _rows(settings.warehouse) == before
+
+    # a day range far outside the data: answered from Delta's statistics, before Spark
+    started = time.monotonic()
+    far = _cli(["backfill", "--from", "2030-01-01", "--to", "2030-01-02"],
+               {"PLATFORM_HOME": str(home)})
+    assert (far.returncode, far.stdout, far.stderr) == \
+        (0, "backfill: nothing to do for 2030-01-01..2030-01-02 (no arrivals in range)\n", "")
+    assert time.monotonic() - started < 30
     assert _rows(settings.warehouse) == before
 
 

@@ -6,7 +6,8 @@ Most mistakes are caught before Spark starts, so their tests drive the real comm
 (``python -m jobs ...`` in a subprocess) in a second or less. The rest share one warehouse
 made the way a user makes it: the command line's ``ingest`` (which needs no Spark for a local
 warehouse), interrupted with Ctrl-C, then run again; the tables are read with ``deltalake``
-to count their rows. Only the backfill's test starts Spark (the session fixture).
+to count their rows. Only the backfill's test starts Spark (the session fixture); the last
+test starts ``./platform ui`` and stops it with SIGTERM.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ import datetime as dt
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.settings import PlatformSettings
 
 
 def _day(text: str) -> str:
@@ -78,26 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         if not value.isdigit():
             parser.error(f"--param {item!r}: expected NAME=<milliseconds>")
         parameters[name] = int(value)
-    if args.command == "backfill" and args.first_day and args.last_day \
-            and args.first_day > args.last_day:
-        parser.error(f"--from {args.first_day} is after --to {args.last_day}")
     if getattr(args, "max_files_per_trigger", None) is not None and args.max_files_per_trigger < 1:
         parser.error("--max-files-per-trigger must be at least 1")
+    if args.command == "live" and args.duration < 0:
+        parser.error(f"--duration must be 0 (never stop) or more, got {args.duration:g}")
+    if args.command == "live" and args.metrics_interval <= 0:
+        parser.error(f"--metrics-interval must be more than 0 seconds, got "
+                     f"{args.metrics_interval:g}")
 
-    from jobs.settings import PlatformSettings, SettingsError
-
-    try:
-        settings = PlatformSettings.from_env()
-        checkpoint = getattr(args, "checkpoint", None)
-        if checkpoint:  # a path from the command line may not reach outside the warehouse
-            checkpoint = settings.inside_warehouse(checkpoint, "--checkpoint")
-        if args.command == "live":
-            from jobs.runtime import check_runnable
-
-            check_runnable(settings.pipeline)
-    except (SettingsError, ValueError) as error:
-        print(f"configuration error: {error}", file=sys.stderr)
-        return 2
     if args.command == "nexmark":  # a wrong parameter fails before Spark starts
         from jobs.nexmark_job import make_query
 
@@ -106,8 +98,97 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"configuration error: --param: {error}", file=sys.stderr)
             return 2
+
+    from jobs.settings import SettingsError
+
+    try:
+        settings, checkpoint = _checked(args)
+    except (SettingsError, ValueError) as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    try:
+        return _run(args, settings, checkpoint, parameters)
+    except SettingsError as error:  # found only once Spark reads (a remote location)
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{args.command}: interrupted; nothing committed is lost and nothing half-done "
+              "counts: run the same command again to finish", file=sys.stderr)
+        return 130
+    except _expected_errors() as error:
+        print(f"{args.command}: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _checked(args: argparse.Namespace) -> tuple[PlatformSettings, str | None]:
+    """The settings and the live checkpoint, checked against the command before Spark starts
+    (jobs/checks.py): every mistake found here is one line naming the setting, status 2."""
+    import os
+
+    from jobs import checks
+    from jobs.settings import PlatformSettings
+
+    checks.check_variable_names(os.environ)
+    if args.command == "backfill":
+        checks.check_day_range(args.first_day, args.last_day)
+    settings = PlatformSettings.from_env()
+    checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint:  # a path from the command line may not reach outside the warehouse
+        checkpoint = settings.inside_warehouse(checkpoint, "--checkpoint")
+    ingests = args.command == "ingest" or (args.command == "live" and not args.no_ingest)
+    if ingests:
+        checks.check_landing(settings)
+    else:
+        checks.check_ingested(settings)
+    if args.command == "live":
+        from jobs.live.stream import DEFAULT_BUCKETS, default_checkpoint
+        from jobs.runtime import check_runnable
+
+        check_runnable(settings.pipeline)
+        checks.check_checkpoint(checkpoint or default_checkpoint(settings), settings.pipeline,
+                                DEFAULT_BUCKETS)
+    if args.command != "nexmark":  # Nexmark's tables do not depend on the pipeline
+        checks.check_pipeline_mark(settings, remember=True)
+    return settings, checkpoint
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are a state of the data, not a bug: one line, no traceback."""
+    from jobs.backfill import BackfillRaceError
+    from jobs.ingest import ConcurrentIngestError, LandingReadError, StaleWarehouseError
+
+    return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError)
+
+
+def _run(args: argparse.Namespace, settings: PlatformSettings, checkpoint: str | None,
+         parameters: dict[str, int]) -> int:
+    from jobs import storage
     from jobs.spark import spark_for
 
+    once = args.command == "ingest" or (args.command == "live"
+                                        and args.trigger == "available_now")
+    if once and storage.is_local(settings.warehouse):
+        # a local warehouse needs no JVM to ingest: the ingest log is plain files and the
+        # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
+        # and Spark starts only if there is something to stream
+        from jobs.ingest import ingest
+
+        if args.command == "ingest" or not args.no_ingest:
+            ingest(None, settings)
+        if args.command == "ingest":
+            return 0
+        log = storage.local_path(settings.table_path("arrival_log")) / "_delta_log"
+        if not log.is_dir():
+            print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
+            return 0
+        args.no_ingest = True
+    if args.command == "backfill":
+        from jobs.backfill import BackfillReport
+        from jobs.checks import nothing_to_backfill
+
+        if nothing_to_backfill(settings, args.first_day, args.last_day):
+            print(BackfillReport(args.first_day, args.last_day, 0, 0, []).summary())
+            return 0
     spark = spark_for(settings)
     if args.command == "ingest":
         from jobs.ingest import ingest
@@ -116,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "backfill":
         from jobs.backfill import run_backfill
 
-        report = run_backfill(spark, settings, args.first_day, args.last_day)
-        print(report.summary())
+        run_backfill(spark, settings, args.first_day, args.last_day)  # prints its summary
     elif args.command == "nexmark":
         from jobs import nexmark_job
 
@@ -129,12 +209,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"nexmark {args.query} live: {len(report.batches)} micro-batches, "
                   f"{report.rows} rows, {report.late} late")
     elif args.trigger == "available_now":
+        from jobs.delta_io import table_exists
         from jobs.live import run_live
 
         if not args.no_ingest:
             from jobs.ingest import ingest
 
             ingest(spark, settings)
+        if not table_exists(spark, settings.table_path("arrival_log")):
+            print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
+            return 0
         run_live(spark, settings, checkpoint=checkpoint,
                  max_files_per_trigger=args.max_files_per_trigger)
     else:
@@ -149,7 +233,6 @@ def main(argv: list[str] | None = None) -> int:
                    duration_s=args.duration, metrics_interval_s=args.metrics_interval,
                    stop=stop)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

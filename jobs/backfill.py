@@ -9,6 +9,7 @@ meanwhile (see :func:`run_backfill`).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,8 +18,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import tables
+from jobs.checks import nothing_to_backfill
 from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none, replace_range, rows_written
+from jobs.progress import heartbeat
 from jobs.settings import PlatformSettings
 from jobs.windows import compute_windows
 
@@ -34,15 +37,22 @@ class BackfillReport:
     """How many times the range was computed: more than once when the arrival log received
     records that reach the range while the backfill ran (see :func:`run_backfill`)."""
 
+    @property
+    def wrote_nothing(self) -> bool:
+        """No record and no quarantined line reaches the range."""
+        return not self.results and not self.late and not any(
+            m.get("on_time") or m.get("late_within_lateness") or m.get("dropped_late")
+            or m.get("quarantined") for m in self.metrics)
+
     def summary(self) -> str:
-        """What this backfill wrote (its own commits' counts)."""
-        if not self.results and not self.late and not any(
-                m.get("on_time") or m.get("late_within_lateness") or m.get("dropped_late")
-                or m.get("quarantined") for m in self.metrics):
-            return (f"backfill {self.first_day} .. {self.last_day}: no records reach these "
-                    "days; the range was emptied and nothing was written")
-        return (f"backfill {self.first_day} .. {self.last_day}: wrote {self.results} result "
-                f"rows, {self.late} late records, {len(self.metrics)} days of metrics")
+        """What this backfill wrote (its own commits' counts, jobs/delta_io.rows_written)."""
+        if self.wrote_nothing:
+            return (f"backfill: nothing to do for {self.first_day}..{self.last_day} (no "
+                    "arrivals in range)")
+        again = f" (computed {self.passes} times: ingest ran meanwhile)" \
+            if self.passes > 1 else ""
+        return (f"backfill {self.first_day}..{self.last_day}: wrote {self.results} result "
+                f"rows, {self.late} late records, {len(self.metrics)} days of metrics{again}")
 
 
 MAX_BACKFILL_PASSES = 4
@@ -68,6 +78,10 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
     log_path = settings.table_path(tables.ARRIVAL_LOG)
     if read_table_or_none(spark, log_path) is None:
         raise FileNotFoundError(f"no arrival log at {log_path}: run ingest first")
+    if nothing_to_backfill(settings, first_day, last_day):
+        report = BackfillReport(str(first_day), str(last_day), 0, 0, [])
+        progress(report.summary())
+        return report
     for attempt in range(1, MAX_BACKFILL_PASSES + 1):
         # one snapshot for the whole pass: an unpinned Delta DataFrame reads the newest
         # version at each action, so two actions of one pass could see two logs
@@ -81,6 +95,7 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
         reaching = newer.where(could_reach(report.first_day, report.last_day,
                                             settings.pipeline.window))
         if not reaching.limit(1).count():
+            progress(report.summary())  # the command line's last line, a Dagster run's log
             return report
         progress(f"windows: the arrival log received records reaching {report.first_day} .. "
                  f"{report.last_day} during the backfill; computing the range again")
@@ -101,6 +116,7 @@ def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: Da
     # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
     # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
     written = {}
+    tag = f"backfill-{uuid.uuid4().hex}"
     writes = [(tables.WINDOW_RESULTS, outputs.results), (tables.LATE_RECORDS, outputs.late),
               (tables.LATE_DATA_METRICS, outputs.metrics)]
     if outputs.keeps_assignments:
@@ -108,9 +124,11 @@ def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: Da
     try:
         for name, frame in writes:
             path = settings.table_path(name)
-            replace_range(frame, path, column="window_end_date", first=outputs.first_day,
-                          last=outputs.last_day, partition_by="window_end_date")
-            written[name] = rows_written(spark, path)
+            with heartbeat(progress, f"windows: computing and writing {name} for "
+                                     f"{outputs.first_day} .. {outputs.last_day}"):
+                replace_range(frame, path, column="window_end_date", first=outputs.first_day,
+                              last=outputs.last_day, partition_by="window_end_date", tag=tag)
+            written[name] = rows_written(spark, path, tag)
             progress(f"windows: wrote {written[name]} rows to {name}")
     finally:
         outputs.release()

@@ -15,13 +15,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import tempfile
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobs import storage
@@ -44,6 +53,10 @@ def _duration(value: Any) -> Any:
             raise ValueError(str(error).removeprefix(": ")) from None
     return value
 
+
+_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\s*\d+)?\])?|local-cluster\[[^]]+\]"
+                     r"|(spark|k8s|mesos)://\S+|yarn)$")
+"""Spark master URLs; anything else fails late, inside Spark, with a JVM message."""
 
 Duration = Annotated[int, BeforeValidator(_duration)]
 """Milliseconds; ``"10s"``, ``"5m"``, ``"1d"`` or a number of ms."""
@@ -149,9 +162,9 @@ class PlatformSettings(BaseSettings):
                 "delta-spark 4.4 on Spark 4.2; use "
                 "the cluster's master URL instead (spark://host:port, yarn, k8s://...), "
                 "docs/operations.md, 'Running on a cluster'")
-        if not value or " " in value:
-            raise ValueError(f"expected a Spark master URL such as local[2] or "
-                             f"spark://host:7077, got {value!r}")
+        if not _MASTER.match(value):
+            raise ValueError(f"{value!r} is not a Spark master URL: local, local[N], local[*], "
+                             "spark://host:port, yarn or k8s://...")
         return value
 
     @field_validator("spark_conf", mode="before")
@@ -160,6 +173,20 @@ class PlatformSettings(BaseSettings):
         if isinstance(value, str):
             return parse_conf(value)
         return value
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> PlatformSettings:
+        """A warn threshold above its error threshold would never warn before failing."""
+        for name in ("late_rate", "quarantine_rate", "watermark_lag"):
+            suffix = "_ms" if name == "watermark_lag" else ""
+            warn = getattr(self, f"{name}_warn{suffix}")
+            error = getattr(self, f"{name}_error{suffix}")
+            if warn > error:
+                variable = f"PLATFORM_{name.upper()}"
+                raise ValueError(f"{variable}_WARN{suffix.upper()} ({warn}) is above "
+                                 f"{variable}_ERROR{suffix.upper()} ({error}): it could never "
+                                 "warn before the check fails")
+        return self
 
     # -- derived values -------------------------------------------------------------------------
 
@@ -249,6 +276,20 @@ class PlatformSettings(BaseSettings):
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
+                                   dotenv_settings, file_secret_settings):
+        """Only the values :meth:`from_env` hands over: it reads the variables itself (from
+        the mapping it is given), so pydantic-settings must not read the process environment
+        a second time, where its own JSON decoding of ``PLATFORM_SPARK_CONF`` fails with a
+        message that names no variable."""
+        return (init_settings,)
+
+    @classmethod
+    def variable_names(cls) -> list[str]:
+        """Every setting's variable without ``PLATFORM_``: ``HOME``, ``MAX_FUTURE``, ..."""
+        return [_variable(name) for name in cls.model_fields]
+
+    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, check: bool = True,
                  **overrides: Any) -> PlatformSettings:
         """The settings from ``env`` (default: the process environment) and field
@@ -279,7 +320,10 @@ def describe(error: ValidationError) -> str:
     """A pydantic error as one line per problem, each naming the variable."""
     lines = []
     for problem in error.errors():
-        location = problem.get("loc") or ("?",)
+        location = problem.get("loc") or ()
+        if not location:  # a check across fields: its message names them
+            lines.append(problem.get("msg", "invalid").removeprefix("Value error, "))
+            continue
         name = str(location[0])
         if name in PlatformSettings.model_fields:
             name = f"PLATFORM_{_variable(name)}"
@@ -345,7 +389,7 @@ def _check_folder(setting: str, path: Path) -> None:
     if path.exists():
         if not path.is_dir():
             raise SettingsError(f"{setting} ({path}) is a file, not a folder")
-        if not os.access(path, os.W_OK | os.X_OK):
+        if not _writable(path):
             raise SettingsError(f"{setting} ({path}) is not writable")
         return
     ancestor = path.parent
@@ -353,6 +397,16 @@ def _check_folder(setting: str, path: Path) -> None:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise SettingsError(f"{setting} ({path}) cannot be created: {ancestor} is a file")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+    if not _writable(ancestor):
         raise SettingsError(f"{setting} ({path}) cannot be created: {ancestor} is not "
                             "writable")
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a file can be created in ``folder``, found by creating (and removing) one:
+    permission bits say nothing for root, a read-only mount or a pseudo filesystem."""
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".platform-probe-"):
+            return True
+    except OSError:
+        return False

@@ -1,4 +1,4 @@
-"""A column's maximum from a Delta table's file statistics, without Spark.
+"""A column's bounds from a Delta table's file statistics, without Spark.
 
 Schedules and sensors run inside Dagster's code server on every tick; starting a JVM there to
 read one number (the arrival log's ``max(watermark_ms)``) would cost seconds of CPU on a
@@ -37,6 +37,51 @@ def max_column_value(table_path: str, column: str,
             return None
         best = value if best is None else max(best, value)
     return best
+
+
+def file_bounds(table_path: str, column: str) -> list[tuple] | None:
+    """``(min, max)`` of ``column`` in each live file that holds rows (``[]``: no table or
+    no rows), or ``None`` when a file has no statistics for it (the bounds are unknown)."""
+    actions = _actions(table_path)
+    if actions is None:
+        return []
+    if f"min.{column}" not in actions.column_names:
+        return None if actions.num_rows else []
+    bounds = []
+    for records, low, high in zip(actions.column("num_records").to_pylist(),
+                                  actions.column(f"min.{column}").to_pylist(),
+                                  actions.column(f"max.{column}").to_pylist(), strict=True):
+        if records == 0:
+            continue
+        if records is None or low is None or high is None:
+            return None
+        bounds.append((low, high))
+    return bounds
+
+
+def partition_values(table_path: str, column: str) -> set | None:
+    """The values of partition ``column`` among the live files that hold rows (empty: no
+    table), or ``None`` if the table is not partitioned by it."""
+    actions = _actions(table_path)
+    if actions is None:
+        return set()
+    name = f"partition.{column}"
+    if name not in actions.column_names:
+        return None if actions.num_rows else set()
+    return {value for records, value in zip(actions.column("num_records").to_pylist(),
+                                            actions.column(name).to_pylist(), strict=True)
+            if records != 0}
+
+
+def _actions(table_path: str) -> pa.Table | None:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    try:
+        table = DeltaTable(_uri(table_path))
+    except (TableNotFoundError, DeltaError, FileNotFoundError, OSError):
+        return None
+    return pa.table(table.get_add_actions(flatten=True))
 
 
 def _uri(location: str) -> str:

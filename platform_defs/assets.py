@@ -26,6 +26,7 @@ from pydantic import Field
 
 from jobs import tables
 from jobs.backfill import BackfillReport, run_backfill
+from jobs.checks import check_partition_range
 from jobs.days import final_flag
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import IngestReport, ingest
@@ -130,9 +131,10 @@ def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
 
 
 def partition_range(context: AssetExecutionContext) -> tuple[str, str]:
-    """First and last day of the run's partitions (one day, or a single-run backfill range)."""
-    window = context.partition_time_window
-    return window.start.date().isoformat(), (window.end - timedelta(days=1)).date().isoformat()
+    """First and last day of the run's partitions (one day, or a single-run backfill range);
+    an empty or reversed range fails here, before Spark, as the command line does."""
+    keys = context.partition_key_range
+    return check_partition_range(keys.start, keys.end, daily_partitions.start.date().isoformat())
 
 
 def windowed_results(context: AssetExecutionContext, settings: PlatformSettings,

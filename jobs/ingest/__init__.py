@@ -43,16 +43,22 @@ from jobs.ingest.batch import (
 )
 from jobs.ingest.landing import EMPTY_SHA256, LandedFile, list_landing, sha256_prefix
 from jobs.ingest.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
+from jobs.progress import heartbeat
 from jobs.settings import PlatformSettings
 from jobs.storage import Files
 from operators.time import MIN_WATERMARK
 
 __all__ = ["BAD_INGEST_STAMP", "DUPLICATE_FILE", "FILE_CHANGED", "INVALID_UTF8",
-           "ConcurrentIngestError", "IngestReport", "Ingestor", "ingest"]
+           "ConcurrentIngestError", "IngestReport", "Ingestor", "LandingReadError", "ingest"]
 
 
 class ConcurrentIngestError(RuntimeError):
     """Two ingests ran at once; the other one owns the batch (nothing was written twice)."""
+
+
+class LandingReadError(RuntimeError):
+    """A landing file or folder cannot be read: the batch is not planned (nothing is written),
+    rather than skipping the file and losing its lines without a word."""
 
 
 class StaleWarehouseError(RuntimeError):
@@ -105,7 +111,7 @@ class Ingestor:
     Plans written by another process meanwhile are picked up before each batch.
     """
 
-    def __init__(self, spark: SparkSession, settings: PlatformSettings,
+    def __init__(self, spark: SparkSession | None, settings: PlatformSettings,
                  progress: Callable[[str], None] = print) -> None:
         self.spark = spark
         self.settings = settings
@@ -204,11 +210,19 @@ class Ingestor:
         pending = self._pending()
         if pending is not None:
             return pending, 0, True
-        landed, deferred = list_landing(self.landing, self.settings.landing_settle_ms)
+        try:
+            landed, deferred = list_landing(self.landing, self.settings.landing_settle_ms)
+        except OSError as error:
+            raise LandingReadError(_unreadable(error)) from None
         parts: list[FilePart] = []
         hashes: dict[str, str] = {}
         for landed_file in landed:
-            part = self._part_for(landed_file)
+            try:
+                part = self._part_for(landed_file)
+            except FileNotFoundError:  # removed while we looked: not landed after all
+                continue
+            except OSError as error:
+                raise LandingReadError(_unreadable(error)) from None
             if part is None:
                 continue
             if part.kind == NEW and part.sha256 != EMPTY_SHA256:
@@ -246,9 +260,10 @@ class Ingestor:
             self.progress(f"ingest: batch {plan.batch_id} was planned but not committed (a "
                           "crash); running it again")
         parse_started = time.monotonic()
-        rows = batch_rows(self.landing, plan, self.rules)
-        append_started = time.monotonic()
-        self._append(plan, rows)
+        with heartbeat(self.progress, f"ingest: batch {plan.batch_id}, {len(plan.files)} files"):
+            rows = batch_rows(self.landing, plan, self.rules)
+            append_started = time.monotonic()
+            self._append(plan, rows)
         self.timings = {"plan": parse_started - started,
                         "parse": append_started - parse_started,
                         "append": time.monotonic() - append_started}
@@ -278,10 +293,16 @@ class Ingestor:
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
 
 
-def ingest(spark: SparkSession, settings: PlatformSettings,
+def ingest(spark: SparkSession | None, settings: PlatformSettings,
            progress: Callable[[str], None] = print) -> IngestReport:
-    """Ingest the landing files not yet in the arrival log, as one batch."""
+    """Ingest the landing files not yet in the arrival log, as one batch. ``spark`` may be
+    None for a local warehouse (only remote files need the JVM's Hadoop FileSystem)."""
     return Ingestor(spark, settings, progress).run_once()
+
+
+def _unreadable(error: OSError) -> str:
+    return (f"cannot read the landing file {error.filename}: {error.strerror or error}; "
+            "nothing was ingested (fix its permissions, then run ingest again)")
 
 
 def _sha256(data: bytes) -> str:

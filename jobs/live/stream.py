@@ -14,7 +14,6 @@ the operator library per key (jobs/live/keyed.py), many keys per Python call eit
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
@@ -26,8 +25,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs import storage, tables
+from jobs.checks import fingerprint
 from jobs.delta_io import table_exists
 from jobs.live.sink import BatchSink, app_id_for
+from jobs.progress import heartbeat
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
 from jobs.runtime.key_runner import output_schema
@@ -107,17 +108,13 @@ def stream_input(arrivals: DataFrame, spec: PipelineSpec, buckets: int) -> DataF
                                                                 bucket_column(buckets)))
 
 
-def _fingerprint(spec: PipelineSpec) -> str:
-    return hashlib.sha256(repr(spec).encode()).hexdigest()[:16]
-
-
 def _check_checkpoint(spark: SparkSession, checkpoint: str, spec: PipelineSpec,
                       buckets: int) -> None:
     """A checkpoint holds state in one pipeline's shape: refuse another pipeline's, with what
     to do, before Spark reads it."""
     files = Files(spark)
     location = storage.join(checkpoint, "platform", "stream.json")
-    wanted = {"pipeline": _fingerprint(spec), "buckets": buckets}
+    wanted = {"pipeline": fingerprint(spec), "buckets": buckets}
     if files.exists(location):
         found = json.loads(files.read_text(location))
         if found != wanted:
@@ -178,7 +175,8 @@ def run_live(spark: SparkSession, settings: PlatformSettings, *,
                              max_files_per_trigger=max_files_per_trigger,
                              max_bytes_per_trigger=max_bytes_per_trigger, progress=progress,
                              metrics_interval_s=float("inf"))
-    query.awaitTermination()
+    with heartbeat(progress, "live", detail=lambda: query_state(query, sink)):
+        query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"live stream failed: {query.exception()}")
     sink.close()
@@ -270,7 +268,7 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            ingest_once()
+            ingest_once()  # an idle ingest says so every 10 s (ingest_progress)
             stop.wait(poll_s)
         if query.exception() is not None:
             raise RuntimeError(f"live stream failed: {query.exception()}")
@@ -282,3 +280,14 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
     report.days = sink.days
     progress(f"live stream stopped: {report.summary()}; {report.ingested} records ingested")
     return report
+
+
+def query_state(query: StreamingQuery, sink: BatchSink) -> str:
+    """What the stream is doing now, for the progress lines between micro-batches: the
+    micro-batch running, its input rows, the event-time watermark, batches written."""
+    last = query.lastProgress or {}
+    status = (query.status or {}).get("message", "")
+    watermark = (last.get("eventTime") or {}).get("watermark", "-")
+    return (f"{status}; last micro-batch {last.get('batchId', '-')}: "
+            f"{last.get('numInputRows', 0)} input rows, watermark {watermark}; "
+            f"{len(sink.batches)} micro-batches written")

@@ -43,4 +43,5 @@ def copy_log(source: PlatformSettings, home: Path, pipeline: str | None = None) 
     settings = PlatformSettings.from_env(env)
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
         shutil.copytree(source.table_path(name), settings.table_path(name))
+    settings.landing_dir.mkdir(parents=True, exist_ok=True)  # `jobs live` refuses a missing one
     return env

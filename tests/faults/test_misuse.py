@@ -1,0 +1,527 @@
+"""The mistakes a new user makes, made on purpose (issue 17): each one fails loudly, with one
+line naming the setting or argument and no traceback, or is handled and said; and no table
+loses or gains a row it should not.
+
+Most mistakes are caught before Spark starts, so their tests drive the real command line
+(``python -m jobs ...`` in a subprocess) in a second or less. The rest share one warehouse
+made the way a user makes it: the command line's ``ingest`` (which needs no Spark for a local
+warehouse), interrupted with Ctrl-C, then run again; the tables are read with ``deltalake``
+to count their rows. Only the backfill's test starts Spark (the session fixture); the last
+test starts ``./platform ui`` and stops it with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs import tables
+from jobs.checks import check_partition_range
+from jobs.generator import GeneratorConfig, generate
+from jobs.progress import heartbeat
+from jobs.settings import PlatformSettings, SettingsError
+from tests.faults.helpers import SESSIONS
+
+REPO = Path(__file__).resolve().parents[2]
+WATERMARK = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
+TABLES = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
+          tables.LATE_DATA_METRICS)
+
+
+def _cli(args: list[str], env: dict[str, str], **options) -> subprocess.Popen | \
+        subprocess.CompletedProcess:
+    """``python -m jobs ARGS`` as a user runs it: only the given ``PLATFORM_*`` variables."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
+    command = [sys.executable, "-m", "jobs", *args]
+    if options.pop("background", False):
+        return subprocess.Popen(command, cwd=REPO, env={**environment, **env}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    return subprocess.run(command, cwd=REPO, env={**environment, **env}, capture_output=True,
+                          text=True, timeout=options.pop("timeout", 60))
+
+
+def _refused(result: subprocess.CompletedProcess, *named: str, status: int = 2,
+             only_line: bool = True) -> str:
+    """The command failed with ``status`` and a message naming ``named``: one line (argparse
+    adds its usage line before it), no traceback. Returns the message."""
+    assert result.returncode == status, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    message = lines[-1]
+    if only_line and lines[0].startswith("usage:"):  # argparse: its usage, then one line
+        assert ": error: " in message, lines
+    elif only_line:
+        assert len(lines) == 1, lines
+    for name in named:
+        assert name in message, message
+    return message
+
+
+def _rows(warehouse: Path | str) -> dict[str, int]:
+    """Rows of each table the warehouse holds (read by deltalake, no Spark)."""
+    counts = {}
+    for name in TABLES:
+        path = Path(warehouse) / name
+        if (path / "_delta_log").is_dir():
+            counts[name] = DeltaTable(str(path)).to_pyarrow_table().num_rows
+    return counts
+
+
+def _lines(landing: Path) -> int:
+    """Non-blank landing lines: each must end in the arrival log or in quarantine."""
+    return sum(sum(1 for line in path.read_bytes().split(b"\n") if line.strip())
+               for path in landing.glob("*/*.jsonl"))
+
+
+# -- mistakes caught before Spark starts -----------------------------------------------------
+
+
+def _file(tmp_path: Path, name: str, text: str = "") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _folder(tmp_path: Path, name: str) -> str:
+    path = tmp_path / name
+    path.mkdir()
+    return str(path)
+
+
+CASES = {
+    # the issue's own list
+    "reversed range": (["backfill", "--from", "2026-01-05", "--to", "2026-01-02"], {},
+                       ["--from/--to", "2026-01-05 is after 2026-01-02"]),
+    "month 13": (["backfill", "--from", "2026-13-01"], {}, ["--from", "'2026-13-01'"]),
+    "missing landing folder": (["ingest"], {"PLATFORM_LANDING": "{tmp}/no_such_landing"},
+                               ["PLATFORM_LANDING", "does not exist"]),
+    "tumbling window with a slide": (
+        ["ingest"], {"PLATFORM_PIPELINE": ("file", "p.yaml", WATERMARK
+                                           + "window: {type: tumbling, size: 1m, slide: 30s}\n")},
+        ["PLATFORM_PIPELINE", "window.slide does not belong to a tumbling window"]),
+    "YAML syntax error": (
+        ["backfill"], {"PLATFORM_PIPELINE": ("file", "p.yaml", "watermark: {strategy: x\n"
+                                                               "window: [\n")},
+        ["PLATFORM_PIPELINE", "p.yaml:2:7: not valid YAML"]),
+    # wrong types and values in environment variables
+    "shuffle partitions not a number": (["ingest"], {"PLATFORM_SHUFFLE_PARTITIONS": "many"},
+                                        ["PLATFORM_SHUFFLE_PARTITIONS", "'many'"]),
+    "line limit not an integer": (["ingest"], {"PLATFORM_MAX_LINE_BYTES": "1.5"},
+                                  ["PLATFORM_MAX_LINE_BYTES"]),
+    "partitions start not a date": (["backfill"], {"PLATFORM_PARTITIONS_START": "yesterday"},
+                                    ["PLATFORM_PARTITIONS_START", "'yesterday'"]),
+    "unknown live engine": (["live"], {"PLATFORM_LIVE_ENGINE": "fast"},
+                            ["PLATFORM_LIVE_ENGINE", "'fast'"]),
+    "spark master not a URL": (["ingest"], {"PLATFORM_SPARK_MASTER": "local[two]"},
+                               ["PLATFORM_SPARK_MASTER", "not a Spark master URL"]),
+    "spark conf cut-off JSON": (["ingest"], {"PLATFORM_SPARK_CONF": '{"spark.x": "1"'},
+                                ["PLATFORM_SPARK_CONF", "not a JSON object"]),
+    "spark defaults file missing": (["ingest"], {"PLATFORM_SPARK_DEFAULTS": "{tmp}/nope.conf"},
+                                    ["PLATFORM_SPARK_DEFAULTS", "No such file"]),
+    "zero max future": (["ingest"], {"PLATFORM_MAX_FUTURE": "0"}, ["PLATFORM_MAX_FUTURE"]),
+    "clock without field:": (["ingest"], {"PLATFORM_INGEST_CLOCK": "received_at"},
+                             ["PLATFORM_INGEST_CLOCK", "field:<name>"]),
+    "time zone that does not exist": (["backfill"], {"PLATFORM_TIME_ZONE": "Europe/Atlantis"},
+                                      ["PLATFORM_TIME_ZONE", "not a time zone"]),
+    "warn threshold above error": (["ingest"], {"PLATFORM_LATE_RATE_WARN": "0.5"},
+                                   ["PLATFORM_LATE_RATE_WARN (0.5) is above "
+                                    "PLATFORM_LATE_RATE_ERROR (0.2)"]),
+    "misspelt variable": (["ingest"], {"PLATFORM_WAREHOUS": "{tmp}/elsewhere"},
+                          ["PLATFORM_WAREHOUS is not a setting; did you mean "
+                           "PLATFORM_WAREHOUSE?"]),
+    # paths
+    "pipeline file is a directory": (["ingest"], {"PLATFORM_PIPELINE": ("dir", "pipeline")},
+                                     ["PLATFORM_PIPELINE", "is a directory"]),
+    "pipeline file missing": (["backfill"], {"PLATFORM_PIPELINE": "{tmp}/pipeline.yml"},
+                              ["PLATFORM_PIPELINE", "pipeline.yml"]),
+    "landing folder is a file": (["ingest"], {"PLATFORM_LANDING": ("file", "landing")},
+                                 ["PLATFORM_LANDING", "is a file, not a folder"]),
+    "home is a file": (["ingest"], {"PLATFORM_HOME": ("file", "home-file")},
+                       ["PLATFORM_HOME", "is a file, not a folder"]),
+    # a read-only place, for root too: nothing can be created below /proc
+    "warehouse on a read-only path": (["ingest"],
+                                      {"PLATFORM_WAREHOUSE": "/proc/platform-warehouse"},
+                                      ["PLATFORM_WAREHOUSE", "cannot be created"]),
+    "landing inside the warehouse": (["ingest"], {"PLATFORM_WAREHOUSE": "{tmp}/w",
+                                                  "PLATFORM_LANDING": "{tmp}/w/landing"},
+                                     ["PLATFORM_LANDING", "must not be inside"]),
+    # the order of things
+    "backfill before any ingest": (["backfill"], {},
+                                   ["PLATFORM_WAREHOUSE", "no arrival log yet",
+                                    "python -m jobs ingest"]),
+    "live --no-ingest before any ingest": (["live", "--no-ingest"], {},
+                                           ["PLATFORM_WAREHOUSE", "no arrival log yet"]),
+    # arguments
+    "negative duration": (["live", "--trigger", "2 seconds", "--duration", "-5"], {},
+                          ["--duration must be 0 (never stop) or more"]),
+    "metrics interval zero": (["live", "--metrics-interval", "0"], {},
+                              ["--metrics-interval must be more than 0"]),
+    "trigger in hours": (["live", "--trigger", "2 hours"], {}, ["--trigger", "'2 hours'"]),
+    "misspelt command": (["injest"], {}, ["invalid choice: 'injest'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_mistake_is_named_in_one_line_before_anything_is_touched(tmp_path, case):
+    args, variables, named = CASES[case]
+    env = {"PLATFORM_HOME": str(tmp_path / "home")}
+    for variable, value in variables.items():
+        if isinstance(value, tuple):  # ("file", name, text) or ("dir", name)
+            value = _file(tmp_path, *value[1:]) if value[0] == "file" \
+                else _folder(tmp_path, value[1])
+        env[variable] = value.replace("{tmp}", str(tmp_path))
+    started = time.monotonic()
+    result = _cli(args, env)
+    _refused(result, *named)
+    assert time.monotonic() - started < 30  # long before a Spark session could start
+    assert not (tmp_path / "home" / "warehouse").exists()  # nothing was created or written
+    assert result.stdout == ""
+
+
+def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tmp_path,
+                                                                              monkeypatch):
+    """``dagster asset materialize --partition-range 2026-01-05...2026-01-02`` ran as a
+    SUCCESS with materialisations for partition None; now the run fails before Spark, with
+    the message the command line gives for ``--from 2026-01-05 --to 2026-01-02``."""
+    from dagster import materialize
+
+    from platform_defs.assets import windowed_outputs
+    from platform_defs.monitoring import MonitoringResource
+    from platform_defs.resources import DeltaSparkResource, PlatformResource
+    from platform_defs.schedules import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("PLATFORM_HOME", str(home))
+    resources = {"platform": PlatformResource(), "spark": DeltaSparkResource(),
+                 "monitoring_thresholds": MonitoringResource()}
+
+    def run(first: str, last: str) -> str:
+        result = materialize([windowed_outputs], resources=resources, raise_on_error=False,
+                             tags={ASSET_PARTITION_RANGE_START_TAG: first,
+                                   ASSET_PARTITION_RANGE_END_TAG: last})
+        assert not result.success
+        failures = [event for event in result.all_events if event.event_type_value ==
+                    "STEP_FAILURE"]
+        assert len(failures) == 1
+        assert not result.get_asset_materialization_events()
+        return failures[0].step_failure_data.error.cause.message.strip()
+
+    command_line = _cli(["backfill", "--from", "2026-01-05", "--to", "2026-01-02"],
+                        {"PLATFORM_HOME": str(home)})
+    words = "2026-01-05 is after 2026-01-02: the range is empty (give the earlier day first)"
+    assert words in _refused(command_line)
+    assert run("2026-01-05", "2026-01-02") == \
+        f"jobs.settings.SettingsError: partition range: {words}"
+    assert run("2025-06-01", "2025-06-02") == (
+        "jobs.settings.SettingsError: partition range: 2025-06-01 is before the first daily "
+        "partition 2026-01-01 (PLATFORM_PARTITIONS_START)")
+    assert not (home / "warehouse").exists()
+
+
+def test_the_partition_range_check_passes_a_good_range():
+    assert check_partition_range("2026-01-01", "2026-01-02", "2026-01-01") \
+        == ("2026-01-01", "2026-01-02")
+    with pytest.raises(SettingsError, match="2026-01-03 is after 2026-01-02"):
+        check_partition_range("2026-01-03", "2026-01-02", "2026-01-01")
+
+
+def test_a_long_step_says_something_every_few_seconds():
+    said: list[str] = []
+    with heartbeat(said.append, "windows: writing window_results", every_s=0.05,
+                   detail=lambda: "micro-batch 3"):
+        time.sleep(0.28)
+    assert len(said) >= 3
+    assert said[0].startswith("windows: writing window_results: still running, ")
+    assert said[0].endswith("; micro-batch 3")
+    count = len(said)
+    time.sleep(0.15)
+    assert len(said) == count  # quiet once the step is over
+    with heartbeat(said.append, "quick", every_s=10):
+        pass
+    assert len(said) == count  # a step shorter than the period says nothing extra
+
+
+# -- mistakes on a warehouse with data -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory) -> dict:
+    """A user lands 40,000 lines, starts ``python -m jobs ingest`` and presses Ctrl-C while it
+    runs (SIGINT to the process group, as a terminal sends it), once the batch is planned."""
+    home = tmp_path_factory.mktemp("misuse") / "home"
+    landing = home / "landing"
+    generate(GeneratorConfig(events=40_000, keys=40, producers=3, seed=17), landing)
+    env = {"PLATFORM_HOME": str(home)}
+    process = _cli(["ingest"], env, background=True)
+    plans = home / "warehouse" / "_ingest" / "plans"
+    deadline = time.monotonic() + 90
+    while process.poll() is None and time.monotonic() < deadline:
+        if plans.is_dir() and any(plans.iterdir()):
+            os.killpg(process.pid, signal.SIGINT)
+            break
+        time.sleep(0.01)
+    stdout, stderr = process.communicate(timeout=60)
+    return {"home": home, "env": env, "returncode": process.returncode, "stdout": stdout,
+            "stderr": stderr, "lines": _lines(landing)}
+
+
+@pytest.fixture(scope="module")
+def ingested(interrupted) -> dict:
+    """... then runs ingest again (in this process, as the command line does: no Spark)."""
+    from jobs.ingest import ingest
+
+    settings = PlatformSettings.from_env(interrupted["env"])
+    said: list[str] = []
+    report = ingest(None, settings, progress=said.append)
+    return {**interrupted, "settings": settings, "rerun": said, "report": report}
+
+
+def test_ctrl_c_during_ingest_then_a_rerun_loses_and_doubles_nothing(ingested):
+    assert ingested["returncode"] == 130, ingested["stderr"][-2000:]
+    last = ingested["stderr"].strip().splitlines()[-1]
+    assert last.startswith("ingest: interrupted; nothing committed is lost"), last
+    assert "Traceback" not in ingested["stderr"]
+    assert any("was planned but not committed" in line for line in ingested["rerun"])
+    log = DeltaTable(ingested["settings"].table_path(tables.ARRIVAL_LOG)).to_pyarrow_table()
+    quarantine = _rows(ingested["settings"].warehouse)[tables.QUARANTINE]
+    assert log.num_rows + quarantine == ingested["lines"]  # every line, exactly once
+    assert sorted(log.column("arrival_seq").to_pylist()) == list(range(log.num_rows))
+
+
+def test_ingest_with_nothing_new_says_so_and_writes_nothing(ingested):
+    before = _rows(ingested["settings"].warehouse)
+    result = _cli(["ingest"], ingested["env"])
+    assert (result.returncode, result.stdout, result.stderr) == \
+        (0, "ingest: no new landing files\n", "")
+    assert _rows(ingested["settings"].warehouse) == before
+
+
+@pytest.mark.spark
+def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, tmp_path):
+    from jobs.backfill import run_backfill
+    from jobs.ingest import ingest
+
+    home = tmp_path / "home"
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    # two days of events, none bad: nothing is quarantined on the day after them
+    generate(GeneratorConfig(events=3_000, keys=10, producers=2, seed=5, bad_fraction=0.0),
+             settings.landing)
+    said: list[str] = []
+    ingest(None, settings, progress=said.append)
+    day = run_backfill(spark, settings, "2026-01-01", "2026-01-01", progress=said.append)
+    results = DeltaTable(settings.table_path(tables.WINDOW_RESULTS)).to_pyarrow_table()
+    late = DeltaTable(settings.table_path(tables.LATE_RECORDS)).to_pyarrow_table()
+    assert (day.results, day.late) == (results.num_rows, late.num_rows) and day.results > 0
+    assert said[-1] == (f"backfill 2026-01-01..2026-01-01: wrote {results.num_rows} result "
+                        f"rows, {late.num_rows} late records, 1 days of metrics")
+    before = _rows(settings.warehouse)
+
+    # the day after the data: within reach of its windows, so Spark computes it, finds
+    # nothing, replaces nothing and commits nothing; the summary used to read the previous
+    # commit (the day above) and report its rows as this run's
+    said.clear()
+    after = run_backfill(spark, settings, "2026-01-03", "2026-01-03", progress=said.append)
+    assert "windows: computing partitions 2026-01-03 .. 2026-01-03" in said  # Spark's path
+    assert said[-1] == "backfill: nothing to do for 2026-01-03..2026-01-03 (no arrivals in range)"
+    assert (after.results, after.late) == (0, 0)
+    assert _rows(settings.warehouse) == before
+
+    # a day range far outside the data: answered from Delta's statistics, before Spark
+    started = time.monotonic()
+    far = _cli(["backfill", "--from", "2030-01-01", "--to", "2030-01-02"],
+               {"PLATFORM_HOME": str(home)})
+    assert (far.returncode, far.stdout, far.stderr) == \
+        (0, "backfill: nothing to do for 2030-01-01..2030-01-02 (no arrivals in range)\n", "")
+    assert time.monotonic() - started < 30
+    assert _rows(settings.warehouse) == before
+
+
+def test_a_landing_file_rewritten_after_ingest_is_quarantined_whole_with_a_warning(tmp_path):
+    """The issue's silent loss: a producer reused a file name with new content, and ingest
+    skipped the known name. Now its lines are quarantined, counted and warned about."""
+    home = tmp_path / "home"
+    generate(GeneratorConfig(events=600, keys=5, producers=2, seed=3), home / "landing")
+    env = {"PLATFORM_HOME": str(home)}
+    first = _cli(["ingest"], env)
+    assert first.returncode == 0 and first.stdout.startswith("ingest: ingested batch 0: ")
+    before = _rows(home / "warehouse")
+    victim = sorted((home / "landing").glob("*/*.jsonl"))[0]
+    victim.write_text("".join(json.dumps({"key": "k", "event_time": 1_767_225_600_000 + i,
+                                          "received_at": 1_767_225_600_000 + i}) + "\n"
+                              for i in range(7)), encoding="utf-8")
+    second = _cli(["ingest"], env)
+    assert second.returncode == 0, second.stderr
+    assert "WARNING 1 files changed after ingest (lines quarantined as " \
+           "file_changed_after_ingest)" in second.stdout
+    after = _rows(home / "warehouse")
+    assert after[tables.ARRIVAL_LOG] == before[tables.ARRIVAL_LOG]
+    assert after[tables.QUARANTINE] == before[tables.QUARANTINE] + 7
+
+
+def test_live_with_nothing_landed_says_so(tmp_path):
+    (tmp_path / "home" / "landing").mkdir(parents=True)
+    result = _cli(["live"], {"PLATFORM_HOME": str(tmp_path / "home")})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (f"ingest: no new landing files\nlive: nothing to do: nothing has "
+                             f"landed in {tmp_path / 'home' / 'landing'} yet\n")
+
+
+def test_a_second_pipeline_on_the_same_warehouse_is_refused(ingested, tmp_path):
+    before = _rows(ingested["settings"].warehouse)
+    other = _file(tmp_path, "sessions.yaml", SESSIONS)
+    for args in (["backfill"], ["ingest"], ["live", "--no-ingest"]):
+        result = _cli(args, {**ingested["env"], "PLATFORM_PIPELINE": other})
+        _refused(result, "PLATFORM_PIPELINE", "sessions.yaml",
+                 "is not the pipeline the warehouse", "Point PLATFORM_WAREHOUSE at a new folder")
+    assert _rows(ingested["settings"].warehouse) == before
+
+
+def test_a_checkpoint_of_another_pipeline_is_refused_before_spark(ingested):
+    from jobs.live.stream import DEFAULT_BUCKETS, _check_checkpoint
+    from operators.pipeline import load_pipeline
+
+    settings = ingested["settings"]
+    checkpoint = str(Path(settings.warehouse) / "_checkpoints" / "sessions")
+    sessions = Path(_file(Path(settings.home), "sessions.yaml", SESSIONS))
+    # what the live stream writes first into a new checkpoint, here for the sessions pipeline
+    _check_checkpoint(None, checkpoint, load_pipeline(str(sessions)), DEFAULT_BUCKETS)
+    before = _rows(settings.warehouse)
+    result = _cli(["live", "--no-ingest", "--checkpoint", checkpoint], ingested["env"])
+    _refused(result, "--checkpoint", "written for another pipeline", "give a new --checkpoint")
+    assert _rows(settings.warehouse) == before
+
+
+def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
+    """One collector's clock runs an hour behind, another stamps a line in 2099: every line
+    lands once, the ingest clock never goes back, the 2099 stamp is quarantined and moves
+    nothing."""
+    from jobs.ingest import BAD_INGEST_STAMP, ingest
+
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
+    start = 1_767_225_600_000
+    for producer, skew in (("p0", 0), ("p1", -3_600_000)):
+        folder = settings.landing_dir / producer
+        folder.mkdir(parents=True)
+        lines = [json.dumps({"key": f"k{i % 3}", "event_time": start + i * 1_000, "value": i,
+                             "received_at": start + i * 1_000 + 500 + skew})
+                 for i in range(30)]
+        if producer == "p0":
+            lines.insert(10, json.dumps({"key": "k0", "event_time": start + 10_000, "value": 1,
+                                         "received_at": 4_070_908_800_000}))  # 2099
+        (folder / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = ingest(None, settings, progress=lambda _: None)
+    assert (report.records, report.quarantined) == (60, 1)
+    assert report.reasons == {BAD_INGEST_STAMP: 1}
+    log = DeltaTable(settings.table_path(tables.ARRIVAL_LOG)).to_pyarrow_table() \
+        .sort_by("arrival_seq")
+    clock = log.column("ingest_time_ms").to_pylist()
+    assert clock == sorted(clock) and max(clock) < 4_070_908_800_000
+    assert max(log.column("watermark_ms").to_pylist()) < start + 30_000
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_landing_file_stops_ingest_before_anything_is_written(tmp_path):
+    from jobs.ingest import LandingReadError, ingest
+
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
+    folder = settings.landing_dir / "p0"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").write_text('{"key": "k", "event_time": 1}\n', encoding="utf-8")
+    locked = folder / "b.jsonl"
+    locked.write_text('{"key": "k", "event_time": 2}\n', encoding="utf-8")
+    locked.chmod(0)
+    with pytest.raises(LandingReadError, match="b.jsonl: Permission denied"):
+        ingest(None, settings, progress=lambda _: None)
+    assert _rows(settings.warehouse) == {}
+    locked.chmod(0o644)
+    assert ingest(None, settings, progress=lambda _: None).records == 2
+
+
+# -- ./platform ui ---------------------------------------------------------------------------
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[0] != "Z":
+                children.setdefault(int(stat[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc")
+def test_platform_ui_stops_with_all_its_children_on_sigterm(tmp_path):
+    """``./platform ui`` as a user starts it (its setup finds an installed .venv: this
+    interpreter's), then SIGTERM: the webserver, the daemon and the code servers stop too."""
+    import socket
+    import urllib.request
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name in ("platform", "workspace.yaml", "pyproject.toml", "requirements.lock"):
+        (checkout / name).write_bytes((REPO / name).read_bytes())
+    (checkout / "platform").chmod(0o755)
+    for name in ("jobs", "operators", "platform_defs", "services"):
+        (checkout / name).symlink_to(REPO / name)
+    bin_folder = checkout / ".venv" / "bin"
+    bin_folder.mkdir(parents=True)
+    for name in ("python", "dagster"):
+        (bin_folder / name).symlink_to(Path(sys.executable).parent / name)
+    (checkout / ".venv" / ".installed").touch()  # newer than pyproject.toml: no install
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
+    process = subprocess.Popen(
+        ["./platform", "ui"], cwd=checkout, start_new_session=True,
+        env={**environment, "PORT": str(port), "PLATFORM_HOME": str(tmp_path / "home"),
+             "PYTHON_BIN": sys.executable},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+                break
+            except OSError:
+                assert process.poll() is None, "./platform ui stopped on its own"
+                time.sleep(0.5)
+        else:
+            pytest.fail("the UI did not answer within 90 s")
+        children = _descendants(process.pid)
+        assert len(children) >= 3  # dagster dev, its webserver, its daemon (+ code servers)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=40) in (0, 143)
+        # once the command has returned, nothing of it is left running
+        assert [pid for pid in children if _running(pid)] == []
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)

@@ -99,6 +99,9 @@ class BatchSink:
     """Called with the batch rows of each flush (the long-running job reports them)."""
     on_batch: Callable[[dict], None] | None = None
     """Called with each batch's summary once its panes and late rows are written."""
+    arrival_end: Callable[[], int] | None = None
+    """The next arrival position ingest will give (the long-running job's ingest knows it):
+    the progress line says how far the stream is behind the arrival log."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -129,10 +132,14 @@ class BatchSink:
         self._keep(summary)
         if self.on_batch is not None:
             self.on_batch(summary)
+        behind = ""
+        if self.arrival_end is not None and summary["records"]:
+            behind = (f", {max(0, self.arrival_end() - 1 - summary['last_arrival_seq']):,} "
+                      "records behind the arrival log")
         self.progress(
             f"live: batch {batch_id}: {summary['records']} records, {summary['panes']} panes, "
             f"{summary['late_records']} late, watermark {summary['watermark_ms']}, "
-            f"{summary['seconds']:.1f} s")
+            f"{summary['seconds']:.1f} s{behind}")
         if self._flush_error is not None:
             raise RuntimeError("writing the late-data metrics failed") from self._flush_error
         if not self.metrics_interval_s:

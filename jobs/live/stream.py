@@ -246,10 +246,12 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
 
     ingestor = Ingestor(spark, settings, ingest_progress)
     report = LiveReport()
+    arrival_end = [0]
 
     def ingest_once() -> None:
         result = ingestor.run_once()
         if result.batch_id is not None:
+            arrival_end[0] = max(arrival_end[0], result.first_seq + result.records)
             report.ingested += result.records
             if on_ingest is not None:
                 on_ingest(result)
@@ -261,6 +263,12 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
     query, sink = start_live(spark, settings, trigger=trigger, checkpoint=checkpoint,
                              progress=progress, metrics_interval_s=metrics_interval_s,
                              on_flush=on_flush, on_batch=on_batch, buckets=buckets)
+    if not arrival_end[0]:  # restarted over a log ingested before
+        from jobs.table_stats import max_column_value
+
+        last = max_column_value(settings.table_path(tables.ARRIVAL_LOG), "arrival_seq")
+        arrival_end[0] = int(last) + 1 if last is not None else 0
+    sink.arrival_end = lambda: arrival_end[0]
     deadline = time.monotonic() + duration_s if duration_s else None
     try:
         while query.isActive and not stop.is_set():

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
@@ -19,9 +21,13 @@ from pyspark.sql import SparkSession
 if TYPE_CHECKING:
     from jobs.settings import PlatformSettings
 
+IVY_SETTINGS = str(Path(__file__).with_name("ivysettings.xml"))
+"""Maven Central only (Spark's default chain also asks repos.spark-packages.org)."""
+
 DELTA_CONFIGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.jars.ivySettings": IVY_SETTINGS,
 }
 
 LOCAL_CONFIGS = {
@@ -108,3 +114,54 @@ def _check_settings(session: SparkSession, extra: dict[str, str]) -> None:
                 continue
             raise SparkConfigError(f"Spark setting {key}={value!r} is refused: "
                                    f"{message.splitlines()[0][:300]}") from None
+
+
+# -- the same session through dagster-pyspark (platform_defs/resources.py) -----------------------
+
+
+def delta_package() -> str:
+    """The Maven coordinate of Delta's jar for the installed Spark, as delta-spark's
+    ``configure_spark_with_delta_pip`` names it."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta_spark')}"
+
+
+def session_config(settings: PlatformSettings, app_name: str = "eventtime-platform",
+                   shuffle_partitions: int | None = None) -> dict[str, str]:
+    """Every setting :func:`get_spark` gives its builder, as one flat dict: what a
+    ``dagster_pyspark`` resource is configured with, so a Dagster run and ``python -m jobs``
+    start the same session from the same settings model."""
+    return {"spark.master": settings.spark_master, "spark.app.name": app_name,
+            "spark.jars.packages": delta_package(), **DELTA_CONFIGS, **LOCAL_CONFIGS,
+            "spark.sql.shuffle.partitions": str(shuffle_partitions
+                                                or settings.shuffle_partitions),
+            **settings.spark_settings()}
+
+
+def start_checked(create: Callable[[], SparkSession], checked: dict[str, str]) -> SparkSession:
+    """Start a session with ``create`` (dagster-pyspark's lazy session, say) the way
+    :func:`get_spark` starts its own: workers on this interpreter, a failed start explained,
+    Spark's log quiet, and every setting in ``checked`` validated before data is touched."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        _register_delta_settings(active)
+    try:
+        session = create()
+    except Exception as error:
+        if "INVALID_CONF_VALUE" in str(error):
+            raise SparkConfigError(f"a Spark setting is refused: "
+                                   f"{str(error).splitlines()[0][:300]}") from None
+        raise SparkStartError(
+            "Spark did not start. Check that Java 17 or 21 is installed (`java -version`), "
+            "that the Spark master is reachable, and that Maven Central is reachable: the "
+            f"Delta jars ({delta_package()}) are downloaded into ~/.ivy2* on first use. "
+            f"Original error: {error}") from error
+    session.sparkContext.setLogLevel("ERROR")
+    _check_settings(session, checked)
+    return session

@@ -47,7 +47,7 @@ def histogram_markdown(detail: DayLateness) -> str:
     lines = ["| lateness | late within lateness | dropped | |", "|---|---:|---:|---|"]
     for label, within, dropped in detail.histogram:
         bar = "█" * round(BAR_WIDTH * (within + dropped) / largest) if largest else ""
-        lines.append(f"| {label} | {within} | {dropped} | `{bar}` |")
+        lines.append(f"| {label} | {within} | {dropped} | {f'`{bar}`' if bar else ''} |")
     return "\n".join(lines)
 
 

@@ -97,3 +97,12 @@ def test_the_demo_writes_recent_days_and_a_quiet_instance(tmp_path):
     path.write_text("telemetry:\n  enabled: true\n")  # an operator's own choice is kept
     config = yaml.safe_load(ensure_instance_config(tmp_path / "dagster_home").read_text())
     assert config["telemetry"] == {"enabled": True} and config["nux"] == {"enabled": False}
+
+
+def test_enrichment_follows_the_arrival_log_by_declarative_automation():
+    graph = defs.resolve_asset_graph()
+    for name in ("enrichment_responses", "enriched_events", "enrichment_dead_letters"):
+        assert graph.get(AssetKey(name)).automation_condition is not None, name
+    assert graph.get(AssetKey(tables.WINDOW_RESULTS)).automation_condition is None
+    sensor = defs.resolve_sensor_def("default_automation_condition_sensor")
+    assert sensor.default_status.value == "STOPPED"  # nothing runs until turned on

@@ -16,19 +16,28 @@ from jobs.settings import PlatformSettings
 
 
 def log_day_range(spark: SparkSession, settings: PlatformSettings) -> tuple[str, str] | None:
-    """First and last day of window end the arrival log's events can reach, in the configured
-    time zone (``None`` for an empty log). The last window may end a window span after the
-    last event; a dynamic session gap's span is unknown, so a day is allowed for it."""
+    """First and last day of window end the arrival log's events reach, in the configured
+    time zone (``None`` for an empty log).
+
+    For tumbling and sliding windows the last day is exact: the day of the last window that
+    holds the latest event (an over-estimate would name a trailing day with no window, and
+    that empty day would become the metrics' latest materialisation, all zeros). A session
+    may end a gap after its last event; a dynamic gap's span is unknown, so a day is allowed."""
     log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
     if log is None:
         return None
     window = settings.pipeline.window
-    span_ms = window.size_ms or window.gap_ms or 86_400_000
+    latest = F.max("event_time_ms")
+    if window.type in ("tumbling", "sliding"):
+        slide = window.slide_ms if window.type == "sliding" else window.size_ms
+        last_end = (latest - F.pmod(latest - F.lit(window.offset_ms), F.lit(slide))
+                    + F.lit(window.size_ms))
+    else:
+        last_end = latest + F.lit(window.gap_ms or 86_400_000)
     first, last = log.agg(
         F.date_format(window_end_date(F.min("event_time_ms") + 1, settings.time_zone),
                       "yyyy-MM-dd"),
-        F.date_format(window_end_date(F.max("event_time_ms") + span_ms,
-                                      settings.time_zone), "yyyy-MM-dd")).first()
+        F.date_format(window_end_date(last_end, settings.time_zone), "yyyy-MM-dd")).first()
     return None if first is None else (first, last)
 
 

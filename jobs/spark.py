@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
@@ -57,52 +58,88 @@ def spark_for(settings: PlatformSettings, app_name: str = "eventtime-platform") 
 def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
               app_name: str = "eventtime-platform", extra: dict[str, str] | None = None
               ) -> SparkSession:
-    """Start (or reuse) the Delta-enabled session.
+    """Start (or reuse) the Delta-enabled session."""
+    config = session_settings(master, shuffle_partitions, app_name, extra)
+    builder = SparkSession.builder
+    for key, value in config.items():
+        builder = builder.config(key, value)
+    return start_checked(builder.getOrCreate, config)
+
+
+def session_settings(master: str, shuffle_partitions: int, app_name: str,
+                     extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Every setting of the session, as one flat dict: the master, Delta's jars (the files
+    remembered from an earlier start, else the packages to resolve) and SQL extensions, the
+    local defaults, then the user's ``extra`` (``spark.jars.packages`` and ``spark.jars`` in
+    it are added to Delta's, not replacing them)."""
+    extra = dict(extra or {})
+    wanted = spark_jars.packages(extra.pop("spark.jars.packages", ""))
+    user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
+    config = {"spark.master": master, "spark.app.name": app_name, **DELTA_CONFIGS,
+              **LOCAL_CONFIGS, "spark.sql.shuffle.partitions": str(shuffle_partitions), **extra}
+    remembered = spark_jars.remembered_jars(wanted)
+    if remembered is not None:  # resolved before: no Ivy at all
+        config["spark.jars"] = ",".join([*remembered, *user_jars])
+    else:
+        config["spark.jars.packages"] = ",".join(wanted)
+        config["spark.jars.ivySettings"] = str(spark_jars.IVY_SETTINGS)
+        if user_jars:
+            config["spark.jars"] = ",".join(user_jars)
+    return config
+
+
+def session_config(settings: PlatformSettings, app_name: str = "eventtime-platform",
+                   shuffle_partitions: int | None = None) -> dict[str, str]:
+    """:func:`session_settings` from the settings model: what a ``dagster_pyspark`` resource
+    is configured with, so a Dagster run and ``python -m jobs`` start the same session."""
+    return session_settings(settings.spark_master,
+                            shuffle_partitions or settings.shuffle_partitions, app_name,
+                            settings.spark_settings())
+
+
+_OWN_SETTINGS = ("spark.master", "spark.app.name", "spark.jars", "spark.jars.packages",
+                 "spark.jars.ivySettings")
+"""Settings :func:`start_checked` does not set again at run time (static ones, or ours)."""
+
+
+def start_checked(create: Callable[[], SparkSession], config: dict[str, str]) -> SparkSession:
+    """Start a session with ``create`` (a builder's ``getOrCreate``, or dagster-pyspark's lazy
+    session) configured with ``config`` (:func:`session_settings`): workers on this
+    interpreter, a failed start explained, Spark's log quiet, the jars Ivy resolved
+    remembered, every setting validated before data is touched and, on a cluster, the
+    project's code shipped to the executors and checked there.
 
     ``PYSPARK_PYTHON`` is pinned to this interpreter: otherwise Python workers start the system
     ``python3``, which lacks pandas and this project.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    extra = dict(extra or {})
-    wanted = spark_jars.packages(extra.pop("spark.jars.packages", ""))
-    user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DELTA_CONFIGS, **LOCAL_CONFIGS,
-                       "spark.sql.shuffle.partitions": str(shuffle_partitions),
-                       **extra}.items():
-        builder = builder.config(key, value)
-    remembered = spark_jars.remembered_jars(wanted)
-    if remembered is not None:  # resolved before: no Ivy at all
-        builder = builder.config("spark.jars", ",".join([*remembered, *user_jars]))
-    else:
-        builder = (builder.config("spark.jars.packages", ",".join(wanted))
-                   .config("spark.jars.ivySettings", str(spark_jars.ivy_settings_file())))
-        if user_jars:
-            builder = builder.config("spark.jars", ",".join(user_jars))
+    master = config.get("spark.master", "local[2]")
+    if master.startswith("local"):  # no "hostname resolves to a loopback address" warning
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     active = SparkSession.getActiveSession()
     if active is not None:  # getOrCreate sets the settings on it, and must check Delta's too
         _register_delta_settings(active)
     try:
-        session = builder.getOrCreate()
+        session = create()
     except Exception as error:  # the JVM's own message is about a port, not the cause
         if "INVALID_CONF_VALUE" in str(error):  # an existing session refused a setting
             raise SparkConfigError(f"a Spark setting is refused: "
                                    f"{str(error).splitlines()[0][:300]}") from None
         raise SparkStartError(
-            "Spark did not start. Check that Java 17 or 21 is installed (`java -version`), and "
-            "that Maven Central is reachable: the Delta jars "
-            "(io.delta:delta-spark_<spark>_2.13) are downloaded into ~/.ivy2* on first use. "
-            f"Original error: {error}"
-        ) from error
+            "Spark did not start. Check that Java 17 or 21 is installed (`java -version`), "
+            "that the Spark master is reachable, and that Maven Central is reachable: the "
+            f"Delta jars ({spark_jars.delta_package()}) are downloaded into ~/.ivy2* on first "
+            f"use. Original error: {error}") from error
     session.sparkContext.setLogLevel("ERROR")
-    if remembered is None and active is None:
+    if active is None and "spark.jars.packages" in config:  # Ivy resolved them: remember
+        user_jars = set(filter(None, config.get("spark.jars", "").split(",")))
         resolved = session.sparkContext.getConf().get("spark.jars", "")
-        spark_jars.remember_jars(wanted, ",".join(
+        spark_jars.remember_jars(config["spark.jars.packages"].split(","), ",".join(
             jar for jar in resolved.split(",") if jar and jar not in user_jars))
-    _check_settings(session, extra)
+    _check_settings(session, {k: str(v) for k, v in config.items() if k not in _OWN_SETTINGS})
     if is_cluster(master) and id(session) not in _SHIPPED:
-        user_files = [p for p in extra.get("spark.submit.pyFiles", "").split(",") if p]
+        user_files = [p for p in config.get("spark.submit.pyFiles", "").split(",") if p]
         ship_project(session, user_files)
         check_executors(session)
         _SHIPPED.add(id(session))

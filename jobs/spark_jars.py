@@ -18,17 +18,9 @@ from urllib.parse import urlsplit
 
 import pyspark
 
-IVY_SETTINGS = """<ivysettings>
-  <settings defaultResolver="platform"/>
-  <resolvers>
-    <chain name="platform" returnFirst="true">
-      <ibiblio name="central" m2compatible="true" root="https://repo1.maven.org/maven2/"/>
-    </chain>
-  </resolvers>
-</ivysettings>
-"""
-"""Maven Central only (Spark's default adds spark-packages.org); Ivy's cache still serves
-what it downloaded before."""
+IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
+"""Maven Central only (Spark's default chain also asks repos.spark-packages.org); Ivy's cache
+still serves what it downloaded before."""
 
 
 def cache_folder() -> Path:
@@ -77,11 +69,3 @@ def remember_jars(wanted: list[str], resolved: str) -> None:
     partial = record.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text("\n".join(jars) + "\n")
     partial.replace(record)
-
-
-def ivy_settings_file() -> Path:
-    path = cache_folder() / "ivysettings.xml"
-    if not path.exists() or path.read_text() != IVY_SETTINGS:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(IVY_SETTINGS)
-    return path

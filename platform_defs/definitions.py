@@ -35,7 +35,7 @@ defs = Definitions(
     sensors=[landing_sensor],
     resources={
         "platform": PlatformResource(),
-        "spark": DeltaSparkResource(),
+        "spark": DeltaSparkResource.from_settings(),
         "monitoring_thresholds": MonitoringResource(),
         "enrichment_service": enrichment_resource(),
         "pipes_subprocess_client": PipesSubprocessClient(),

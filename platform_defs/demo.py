@@ -8,32 +8,56 @@ everything is.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from jobs.generator import add_lateness_arguments, lateness_options
+from jobs.settings import PlatformSettings
+from platform_defs.instance import ensure_instance_config
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 DEMO_RECORD = "demo.json"
+DEMO_DAYS = 3
+"""Whole days of events, ending at today's midnight in ``PLATFORM_TIME_ZONE``."""
+LEGACY_START = "2026-01-01T00:00:00Z"
+"""Where a demo recorded before the start was chosen put its events."""
 
 
-def _check_same_demo(home: Path, options: dict) -> str | None:
+def recent_start(time_zone: str, days: int = DEMO_DAYS, today: dt.date | None = None) -> str:
+    """Midnight ``days`` days before today in ``time_zone``, as an ISO instant: the demo's
+    events fill the last ``days`` whole days, so the UI's per-partition plots (which show the
+    most recent partitions) have points on the first visit."""
+    zone = ZoneInfo(time_zone)
+    today = today or dt.datetime.now(zone).date()
+    start = dt.datetime.combine(today - dt.timedelta(days=days), dt.time(), tzinfo=zone)
+    return start.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _check_same_demo(home: Path, options: dict, time_zone: str) -> tuple[str | None, dict]:
     """The landing folder keeps what earlier demos wrote, and ingest takes each file once: a
     second demo with other options would mix two data sets (and skip the files whose names
-    repeat). Refuse that, with what to do; the same options again are a harmless re-run."""
+    repeat). Refuse that, with what to do; the same options again are a harmless re-run, on
+    the days the first run chose (a later day does not make it a different data set).
+    Returns the problem, or the generator's options with their first day."""
     record = home / DEMO_RECORD
     if record.exists():
         previous = json.loads(record.read_text(encoding="utf-8"))
+        start = previous.pop("start", LEGACY_START)
         if previous != options:
             return (f"{home} already holds a demo generated with {previous}; these options "
-                    f"are {options}. Delete {home} to start over, or pass --home <new folder>.")
+                    f"are {options}. Delete {home} to start over, or pass --home <new "
+                    "folder>."), {}
     else:
+        start = recent_start(time_zone)
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(options, sort_keys=True), encoding="utf-8")
-    return None
+        record.write_text(json.dumps({**options, "start": start}, sort_keys=True),
+                          encoding="utf-8")
+    return None, {**options, "start": start, "duration": f"{DEMO_DAYS}d"}
 
 
 def _prepare_environment(home: Path, explicit: bool) -> None:
@@ -44,13 +68,8 @@ def _prepare_environment(home: Path, explicit: bool) -> None:
         os.environ["PLATFORM_HOME"] = str(home)
         os.environ["DAGSTER_HOME"] = str(home / "dagster_home")
     os.environ.setdefault("PLATFORM_HOME", str(home))
-    dagster_home = Path(os.environ.setdefault("DAGSTER_HOME", str(home / "dagster_home")))
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    config = dagster_home / "dagster.yaml"
-    if not config.exists():
-        # freshness policies (the results') are evaluated only when enabled (Dagster 1.13)
-        config.write_text("telemetry:\n  enabled: false\nfreshness:\n  enabled: true\n",
-                          encoding="utf-8")
+    ensure_instance_config(Path(os.environ.setdefault("DAGSTER_HOME",
+                                                      str(home / "dagster_home"))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     add_lateness_arguments(parser)
     args = parser.parse_args(argv)
-    generator = {"events": args.events, "seed": args.seed, **lateness_options(args)}
+    options = {"events": args.events, "seed": args.seed, **lateness_options(args)}
     home = (args.home or Path(os.environ.get("PLATFORM_HOME", ".platform"))).absolute()
-    problem = _check_same_demo(home, generator)
+    time_zone = PlatformSettings.from_env(check=False).time_zone
+    problem, generator = _check_same_demo(home, options, time_zone)
     if problem:
         print(f"demo: {problem}", file=sys.stderr)
         return 2

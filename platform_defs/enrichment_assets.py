@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dagster import (
     AssetExecutionContext,
     AssetSpec,
+    AutomationCondition,
     Config,
     ConfigurableResource,
     MaterializeResult,
@@ -97,10 +98,18 @@ def worker_token(spark: SparkSession, token: str | None) -> Iterator[None]:
             environment[DEFAULT_TOKEN_ENV] = previous
 
 
+ENRICH_NEW_ARRIVALS = AutomationCondition.eager()
+"""Enrich what the arrival log received: run once the log was updated (by the landing
+sensor's run, say), unless a run is already under way. Evaluated by Dagster's
+``default_automation_condition_sensor``, which starts stopped: turn it on under Automation.
+(The windowed tables' rules, a day's new records and its finality by watermark, are not
+conditions on their parents' updates: the landing sensor and the finality schedule keep them.)"""
+
+
 def _spec(name: str, description: str) -> AssetSpec:
     return AssetSpec(name, group_name="enrichment", owners=OWNERS, kinds=DELTA_KINDS,
                      deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(name),
-                     description=description)
+                     description=description, automation_condition=ENRICH_NEW_ARRIVALS)
 
 
 @multi_asset(specs=[

@@ -6,18 +6,27 @@ tables, the metrics ones with that day's late-data numbers), so the asset pages 
 backfilled partitions alike.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
-from dagster import AssetMaterialization, Config, OpExecutionContext, job, op
+from dagster import (
+    AssetCheckEvaluation,
+    AssetMaterialization,
+    Config,
+    DagsterInstance,
+    OpExecutionContext,
+    job,
+    op,
+)
 from pydantic import Field
 
 from jobs import tables
-from jobs.days import final_flag
 from jobs.ingest import IngestReport
+from jobs.late_detail import DayLateness, late_detail
 from jobs.live.increment import run_increment
 from jobs.settings import PlatformSettings
 from jobs.table_stats import max_column_value
 from platform_defs import monitoring
+from platform_defs.assets import day_partition_metadata
 from platform_defs.partitions import daily_partitions
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.table_specs import table_path_metadata
@@ -36,9 +45,11 @@ def ingest_materializations(settings: PlatformSettings, report: IngestReport
             **table_path_metadata(settings, name), **metadata, "batch_id": report.batch_id})
 
 
-def day_materializations(settings: PlatformSettings, metrics: Iterable[dict]
+def day_materializations(settings: PlatformSettings, metrics: Iterable[dict],
+                         detail: Mapping[str, DayLateness] | None = None
                          ) -> Iterator[AssetMaterialization]:
-    """One materialisation per windowed table and day, the metrics ones with its numbers."""
+    """One materialisation per windowed table and day, the metrics ones with its numbers (and
+    its late records, when ``detail`` has them)."""
     watermark = max_column_value(settings.table_path(tables.ARRIVAL_LOG), "watermark_ms")
     first_partition = daily_partitions.start.date().isoformat()
     for row in metrics:
@@ -48,11 +59,21 @@ def day_materializations(settings: PlatformSettings, metrics: Iterable[dict]
         for name in WINDOWED_TABLES:
             metadata = dict(table_path_metadata(settings, name))
             if name == tables.LATE_DATA_METRICS:
-                metadata.update(monitoring.day_metadata(row))
-                metadata["final"] = final_flag(day, watermark,
-                                               settings.pipeline.allowed_lateness_ms,
-                                               settings.time_zone)
+                metadata.update(day_partition_metadata(settings, day, row,
+                                                       (detail or {}).get(day), watermark))
             yield AssetMaterialization(asset_key=name, partition=day, metadata=metadata)
+
+
+def day_events(settings: PlatformSettings, metrics: list[dict],
+               thresholds: monitoring.MonitoringResource, instance: DagsterInstance,
+               detail: Mapping[str, DayLateness] | None = None
+               ) -> Iterator[AssetMaterialization | AssetCheckEvaluation]:
+    """The days' materialisations, then each day's verdicts: the late-data checks judge live
+    days as they judge backfilled ones. Yielded from an op, so each materialisation is stored
+    before the verdicts that point at it are made. (An op cannot block its downstream the
+    way the asset's blocking checks do; the run logs the failure.)"""
+    yield from day_materializations(settings, metrics, detail)
+    yield from monitoring.check_evaluations(metrics, thresholds, instance)
 
 
 class IncrementConfig(Config):
@@ -65,21 +86,20 @@ class IncrementConfig(Config):
 
 
 @op(description="Ingest new landing files, then update the windowed tables for the days "
-                "they can change.")
+                "they can change.", out={})
 def live_increment(context: OpExecutionContext, config: IncrementConfig,
                    platform: PlatformResource, spark: DeltaSparkResource,
-                   monitoring_thresholds: monitoring.MonitoringResource) -> None:
+                   monitoring_thresholds: monitoring.MonitoringResource
+                   ) -> Iterator[AssetMaterialization | AssetCheckEvaluation]:
     settings = platform.settings()
-    step = run_increment(spark.session(), settings, progress=context.log.info,
-                         engine=config.engine)
+    session = spark.session()
+    step = run_increment(session, settings, progress=context.log.info, engine=config.engine)
     context.log.info(f"increment ({step.engine}): days {step.first_day} .. {step.last_day}")
-    for event in ingest_materializations(settings, step.ingest):
-        context.log_event(event)
-    for event in day_materializations(settings, step.metrics):
-        context.log_event(event)
-    if step.metrics:  # the late-data checks judge live days as they judge backfilled ones
-        for evaluation in monitoring.check_evaluations(step.metrics, monitoring_thresholds):
-            context.log_event(evaluation)
+    detail = (late_detail(session, settings, step.first_day, step.last_day)
+              if step.first_day and step.last_day else {})
+    yield from ingest_materializations(settings, step.ingest)
+    yield from day_events(settings, step.metrics, monitoring_thresholds, context.instance,
+                          detail)
 
 
 @job(description="Incremental run: ingest new landing files and update the windowed tables "

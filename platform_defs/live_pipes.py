@@ -17,10 +17,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from dagster import (
+    AssetCheckEvaluation,
+    AssetMaterialization,
     AssetObservation,
     Config,
     OpExecutionContext,
@@ -36,14 +38,11 @@ from pydantic import Field
 from jobs.ingest import IngestReport
 from jobs.settings import PlatformSettings
 from platform_defs import monitoring
-from platform_defs.live_job import (
-    IncrementConfig,
-    day_materializations,
-    ingest_materializations,
-)
+from platform_defs.live_job import IncrementConfig, day_events, ingest_materializations
 from platform_defs.resources import PlatformResource
 
 PROJECT = Path(__file__).parent.parent
+Event = AssetMaterialization | AssetObservation | AssetCheckEvaluation
 
 
 def _environment(settings: PlatformSettings) -> dict[str, str]:
@@ -56,22 +55,12 @@ def _ingest_report(message: dict) -> IngestReport:
                         watermark_ms=message["watermark_ms"])
 
 
-def _record_days(context: OpExecutionContext, settings: PlatformSettings, metrics: list[dict],
-                 thresholds: monitoring.MonitoringResource) -> None:
-    """Materialisations of the days written, and the late-data checks' verdict on them."""
-    for event in day_materializations(settings, metrics):
-        context.log_event(event)
-    if metrics:
-        for evaluation in monitoring.check_evaluations(metrics, thresholds):
-            context.log_event(evaluation)
-
-
 @op(description="Runs jobs/live/pipes.py through Dagster Pipes and records what "
-                "it wrote.")
+                "it wrote.", out={})
 def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          platform: PlatformResource,
                          monitoring_thresholds: monitoring.MonitoringResource,
-                         pipes_subprocess_client: PipesSubprocessClient) -> None:
+                         pipes_subprocess_client: PipesSubprocessClient) -> Iterator[Event]:
     settings = platform.settings()
     invocation = pipes_subprocess_client.run(
         command=[sys.executable, "-m", "jobs.live.pipes"], context=context,
@@ -81,9 +70,9 @@ def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
         report = _ingest_report(message["ingest"])
         context.log.info(f"live process ({message['engine']}): days {message['first_day']} .. "
                          f"{message['last_day']}, {report.records} records ingested")
-        for event in ingest_materializations(settings, report):
-            context.log_event(event)
-        _record_days(context, settings, message["metrics"], monitoring_thresholds)
+        yield from ingest_materializations(settings, report)
+        yield from day_events(settings, message["metrics"], monitoring_thresholds,
+                              context.instance)
 
 
 @job(description="The incremental run in a subprocess (Dagster Pipes): for long-running or "
@@ -107,7 +96,8 @@ class StreamConfig(Config):
 
 
 class _StreamRecorder:
-    """Turns the process's messages into Dagster events as they arrive."""
+    """Turns the process's messages into Dagster events as they arrive (the op yields them,
+    so each is stored, and shown, at once)."""
 
     def __init__(self, context: OpExecutionContext, settings: PlatformSettings,
                  thresholds: monitoring.MonitoringResource) -> None:
@@ -117,29 +107,29 @@ class _StreamRecorder:
         self.handled = 0
         self.batches = 0
 
-    def handle(self, messages: Iterable[dict]) -> None:
+    def handle(self, messages: Iterable[dict]) -> Iterator[Event]:
         messages = list(messages)
         for message in messages[self.handled:]:
             kind = message.get("kind")
             if kind == "batch":
                 self.batches += 1
-                self.context.log_event(AssetObservation(
+                yield AssetObservation(
                     asset_key=monitoring.METRICS_ASSET,
                     metadata=monitoring.batch_metadata(message),
-                    description=f"live micro-batch {message['batch_id']}"))
+                    description=f"live micro-batch {message['batch_id']}")
             elif kind == "ingest":
-                for event in ingest_materializations(self.settings, _ingest_report(message)):
-                    self.context.log_event(event)
+                yield from ingest_materializations(self.settings, _ingest_report(message))
             elif kind == "stopped":
-                _record_days(self.context, self.settings, message["metrics"], self.thresholds)
+                yield from day_events(self.settings, message["metrics"], self.thresholds,
+                                      self.context.instance)
         self.handled = len(messages)
 
 
 @op(description="Runs the long-running live stream in its own process (Dagster Pipes), "
-                "observing late data per micro-batch while it runs.")
+                "observing late data per micro-batch while it runs.", out={})
 def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                       platform: PlatformResource,
-                      monitoring_thresholds: monitoring.MonitoringResource) -> None:
+                      monitoring_thresholds: monitoring.MonitoringResource) -> Iterator[Event]:
     settings = platform.settings()
     command = [sys.executable, "-m", "jobs.live.pipes", "--stream",
                "--trigger", config.trigger, "--poll", str(config.poll_seconds),
@@ -153,7 +143,7 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
         process = subprocess.Popen(command, env=env, cwd=str(PROJECT))
         try:
             while process.poll() is None:
-                recorder.handle(session.get_custom_messages())
+                yield from recorder.handle(session.get_custom_messages())
                 time.sleep(0.5)
         finally:
             if process.poll() is None:  # the run was terminated: stop the stream cleanly
@@ -162,7 +152,7 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                     process.wait(timeout=120)
                 except subprocess.TimeoutExpired:
                     process.kill()
-    recorder.handle(session.get_custom_messages())
+    yield from recorder.handle(session.get_custom_messages())
     if process.returncode != 0:
         raise RuntimeError(f"the live stream process exited with {process.returncode}")
     context.log.info(f"live stream: {recorder.batches} micro-batches observed")

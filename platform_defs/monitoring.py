@@ -1,27 +1,42 @@
-"""Late-data monitoring: the numbers the UI plots and the checks that judge them.
+"""Late-data monitoring: the numbers the UI plots per day, and the checks that judge each day.
 
-Per day of window end, the late-data metrics become numeric metadata on that day's
-materialisation (Dagster plots int and float metadata per partition). Three asset checks turn
-them into a verdict with two levels: over the *warn* threshold a check fails with WARN severity
-(the run goes on), over the *error* threshold it fails with ERROR severity, and since the checks
-are blocking that fails the run, so nothing downstream consumes a day that lost too much data.
-Thresholds are fields of the ``monitoring`` resource, defaulting to ``PLATFORM_*`` variables.
+Per day of window end, the late-data metrics become metadata on that day's materialisation:
+numbers Dagster plots per partition (counts, the dropped and late-within-lateness rates, the
+lateness percentiles over the late records, the watermark lag), each duration also in human
+units beside its milliseconds, a lateness histogram and a sample of the day's late records
+(Markdown). A day with no window and no quarantined line says so instead of showing zeros.
+
+Three asset checks are *partitioned* like the asset (``AssetCheckSpec(partitions_def=...)``),
+so every day carries its own verdict: over the *warn* threshold a check fails with WARN (the
+run goes on), over the *error* threshold with ERROR; the checks are blocking, so an ERROR
+fails the run and nothing downstream consumes a day that lost too much data. Thresholds are
+fields of the ``monitoring_thresholds`` resource, defaulting to ``PLATFORM_*`` variables.
 """
 
-from collections.abc import Iterable, Mapping
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dagster import (
     AssetCheckEvaluation,
-    AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,
+    AssetRecordsFilter,
     ConfigurableResource,
+    DagsterInstance,
+    MetadataValue,
+    PreviewWarning,
+    deserialize_value,
 )
 from pydantic import Field
 
+from jobs.late_detail import DayLateness
 from jobs.settings import PlatformSettings
+from platform_defs import late_data_views as views
+from platform_defs.partitions import daily_partitions
 
 _DEFAULTS = PlatformSettings.from_env(check=False)
 
@@ -30,17 +45,21 @@ COUNT_FIELDS = ("on_time", "late_within_lateness", "dropped_late", "quarantined"
 FLOAT_FIELDS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms",
                 "watermark_lag_p50_ms")
 INT_FIELDS = ("lateness_max_ms", "watermark_lag_max_ms")
+RATE_FIELDS = ("dropped_late_rate", "late_within_lateness_rate", "quarantine_rate")
+EMPTY_DAY = "no window ends on this day and no line was quarantined: nothing to measure"
 
 
 class MonitoringResource(ConfigurableResource):
     """Thresholds of the late-data checks (fractions of records; lag in milliseconds)."""
 
-    late_rate_warn: float = Field(
+    dropped_rate_warn: float = Field(
         default=_DEFAULTS.late_rate_warn,
-        description="Dropped-late share of (record, window) pairs above which to WARN")
-    late_rate_error: float = Field(
+        description="Share of (record, window) pairs dropped as too late (past allowed "
+                    "lateness) above which to WARN; PLATFORM_LATE_RATE_WARN")
+    dropped_rate_error: float = Field(
         default=_DEFAULTS.late_rate_error,
-        description="Dropped-late share above which the check fails with ERROR (blocking)")
+        description="Dropped share above which the check fails with ERROR (blocking); "
+                    "PLATFORM_LATE_RATE_ERROR")
     quarantine_rate_warn: float = Field(
         default=_DEFAULTS.quarantine_rate_warn,
         description="Quarantined share of lines above which to WARN")
@@ -49,10 +68,11 @@ class MonitoringResource(ConfigurableResource):
         description="Quarantined share above which the check fails with ERROR (blocking)")
     watermark_lag_warn_ms: float = Field(
         default=_DEFAULTS.watermark_lag_warn_ms,
-        description="Median watermark lag (ingest time - watermark) above which to WARN")
+        description="Maximum watermark lag of a day (ingest time - watermark) above which to "
+                    "WARN")
     watermark_lag_error_ms: float = Field(
         default=_DEFAULTS.watermark_lag_error_ms,
-        description="Median watermark lag above which the check fails with ERROR (blocking)")
+        description="Maximum watermark lag above which the check fails with ERROR (blocking)")
 
 
 @dataclass(frozen=True)
@@ -60,32 +80,47 @@ class CheckDefinition:
     name: str
     description: str
     value_key: str
-    """Key of the measured value in ``summarise``'s output."""
+    """Key of the judged value in :func:`day_metadata`'s output."""
     warn_field: str
     error_field: str
+    is_duration: bool = False
 
 
 CHECKS = (
-    CheckDefinition("late_rate", "Share of (record, window) pairs dropped as too late, on the "
-                    "worst day of the run", "late_rate_max", "late_rate_warn", "late_rate_error"),
-    CheckDefinition("quarantine_rate", "Share of landed lines quarantined, on the worst day",
-                    "quarantine_rate_max", "quarantine_rate_warn", "quarantine_rate_error"),
-    CheckDefinition("watermark_lag", "Median watermark lag (ingest time - watermark, ms), on "
-                    "the worst day", "watermark_lag_p50_ms_max", "watermark_lag_warn_ms",
-                    "watermark_lag_error_ms"),
+    CheckDefinition("dropped_late_rate", "Share of the day's (record, window) pairs dropped as "
+                    "too late (past allowed lateness; late records within it are not counted)",
+                    "dropped_late_rate", "dropped_rate_warn", "dropped_rate_error"),
+    CheckDefinition("quarantine_rate", "Share of the day's landed lines quarantined",
+                    "quarantine_rate", "quarantine_rate_warn", "quarantine_rate_error"),
+    CheckDefinition("watermark_lag", "The day's maximum watermark lag (ingest time - "
+                    "watermark): how far behind the ingest clock event time was at worst; a "
+                    "median hides the stalls an operator must see",
+                    "watermark_lag_max_ms", "watermark_lag_warn_ms", "watermark_lag_error_ms",
+                    is_duration=True),
 )
 
-CHECK_SPECS = [AssetCheckSpec(c.name, asset=METRICS_ASSET, description=c.description,
-                              blocking=True) for c in CHECKS]
+with warnings.catch_warnings():  # partitioned checks are a preview in 1.13; chosen knowingly
+    warnings.simplefilter("ignore", PreviewWarning)
+    CHECK_SPECS = [AssetCheckSpec(c.name, asset=METRICS_ASSET, description=c.description,
+                                  blocking=True, partitions_def=daily_partitions)
+                   for c in CHECKS]
+"""Partitioned like the asset: each day shows its own verdict in the UI."""
 
 
-def day_metadata(row: Mapping) -> dict[str, int | float]:
-    """One day's metrics as plottable numbers (rates included, so thresholds can be read off)."""
+def is_empty(row: Mapping) -> bool:
+    """No (record, window) pair ends on the day and nothing was quarantined."""
+    return not any(int(row.get(name) or 0) for name in COUNT_FIELDS)
+
+
+def day_numbers(row: Mapping) -> dict[str, int | float]:
+    """One day's metrics as plottable numbers, rates included (thresholds can be read off)."""
     counts = {name: int(row.get(name) or 0) for name in COUNT_FIELDS}
     assigned = counts["on_time"] + counts["late_within_lateness"] + counts["dropped_late"]
     lines = assigned + counts["quarantined"]
     values: dict[str, int | float] = dict(counts)
-    values["late_rate"] = round(counts["dropped_late"] / assigned, 6) if assigned else 0.0
+    values["dropped_late_rate"] = round(counts["dropped_late"] / assigned, 6) if assigned else 0.0
+    values["late_within_lateness_rate"] = (
+        round(counts["late_within_lateness"] / assigned, 6) if assigned else 0.0)
     values["quarantine_rate"] = round(counts["quarantined"] / lines, 6) if lines else 0.0
     for name in FLOAT_FIELDS:
         values[name] = float(row.get(name) or 0.0)
@@ -94,65 +129,118 @@ def day_metadata(row: Mapping) -> dict[str, int | float]:
     return values
 
 
+def day_metadata(row: Mapping, detail: DayLateness | None = None) -> dict[str, object]:
+    """What a day's materialisation carries: the numbers (each duration followed by the same
+    in human units), the lateness histogram and the latest late records; an empty day only
+    says it is empty, so it never shows as a state of all zeros."""
+    if is_empty(row):
+        return {"status": EMPTY_DAY}
+    metadata: dict[str, object] = {}
+    for name, value in day_numbers(row).items():
+        metadata[name] = value
+        if name.endswith("_ms"):
+            metadata[name[:-3]] = views.human_duration(value)
+    if detail is not None and detail.histogram:
+        metadata["lateness_histogram"] = MetadataValue.md(views.histogram_markdown(detail))
+    if detail is not None and detail.sample:
+        metadata["late_records_sample"] = MetadataValue.md(views.sample_markdown(detail))
+    return metadata
+
+
 def summarise(rows: Iterable[Mapping]) -> dict[str, int | float | str]:
-    """Totals and worst days over the metrics rows of a run (the checks' inputs)."""
-    days = {str(row["window_end_date"]): day_metadata(row) for row in rows}
+    """Totals and worst days over the metrics rows of a run (the range's summary)."""
+    days = {str(row["window_end_date"]): day_numbers(row) for row in rows}
     summary: dict[str, int | float | str] = {
         name: sum(int(d[name]) for d in days.values()) for name in COUNT_FIELDS}
-    for key, field in (("late_rate_max", "late_rate"), ("quarantine_rate_max", "quarantine_rate"),
-                       ("watermark_lag_p50_ms_max", "watermark_lag_p50_ms"),
-                       ("lateness_p99_ms_max", "lateness_p99_ms"),
-                       ("watermark_lag_max_ms", "watermark_lag_max_ms")):
+    for field in (*RATE_FIELDS, "lateness_p99_ms", "watermark_lag_max_ms"):
         worst = max(days.items(), key=lambda item, f=field: item[1][f], default=None)
-        summary[key] = worst[1][field] if worst else 0
-        if worst and key in {c.value_key for c in CHECKS}:
-            summary[f"{key}_day"] = worst[0]
+        summary[f"{field}_max"] = worst[1][field] if worst else 0
+        if worst:
+            summary[f"{field}_max_day"] = worst[0]
     summary["days"] = len(days)
     return summary
 
 
-def _verdicts(summary: Mapping, thresholds: MonitoringResource
-              ) -> list[tuple[str, bool, AssetCheckSeverity, dict]]:
-    """Per check: its name, whether it passed, the severity if not, and its metadata."""
+@dataclass(frozen=True)
+class Verdict:
+    check: str
+    passed: bool
+    severity: AssetCheckSeverity
+    metadata: dict
+    description: str
+
+
+def day_verdicts(row: Mapping, thresholds: MonitoringResource) -> list[Verdict]:
+    """Every check's verdict on one day: passed, or failed with WARN or ERROR severity."""
+    values = day_numbers(row)
     verdicts = []
     for check in CHECKS:
-        value = float(summary.get(check.value_key, 0) or 0)
+        value = float(values[check.value_key])
         warn = float(getattr(thresholds, check.warn_field))
         error = float(getattr(thresholds, check.error_field))
+        shown = views.human_duration if check.is_duration else (lambda v: f"{v:.2%}")
         metadata = {"value": value, "warn_threshold": warn, "error_threshold": error,
-                    "worst_day": str(summary.get(f"{check.value_key}_day", "")),
-                    "days": int(summary.get("days", 0))}
+                    "day": str(row["window_end_date"])}
+        if check.is_duration:
+            metadata.update(value_human=shown(value), warn_threshold_human=shown(warn),
+                            error_threshold_human=shown(error))
+        if is_empty(row):
+            verdicts.append(Verdict(check.name, True, AssetCheckSeverity.WARN, metadata,
+                                    EMPTY_DAY))
+            continue
         if value > error:
-            verdicts.append((check.name, False, AssetCheckSeverity.ERROR, metadata))
+            passed, severity, word = False, AssetCheckSeverity.ERROR, "above the error"
         elif value > warn:
-            verdicts.append((check.name, False, AssetCheckSeverity.WARN, metadata))
+            passed, severity, word = False, AssetCheckSeverity.WARN, "above the warn"
         else:
-            verdicts.append((check.name, True, AssetCheckSeverity.ERROR, metadata))
+            passed, severity, word = True, AssetCheckSeverity.ERROR, "within the warn"
+        verdicts.append(Verdict(check.name, passed, severity, metadata,
+                                f"{shown(value)}: {word} threshold ({shown(warn)} warn, "
+                                f"{shown(error)} error)"))
     return verdicts
 
 
-def evaluate(summary: Mapping, thresholds: MonitoringResource) -> list[AssetCheckResult]:
-    """One result per check: passed, or failed with WARN or ERROR severity (for the assets
-    that carry the checks)."""
-    return [AssetCheckResult(check_name=name, asset_key=METRICS_ASSET, passed=passed,
-                             severity=severity, metadata=metadata)
-            for name, passed, severity, metadata in _verdicts(summary, thresholds)]
+def latest_materialization_target(instance: DagsterInstance, day: str):
+    """The latest materialisation of ``day``'s metrics, as the target of a check evaluation.
+
+    The UI shows a partition's check status only while the evaluation targets the partition's
+    latest materialisation. ``AssetCheckResult`` finds it by itself, but only in a run of one
+    partition; a single-run backfill of a range logs one evaluation per day and must name
+    it. Dagster 1.13 exports no constructor for that pointer, so it is built through the
+    public serdes API from its stored form (the form Dagster keeps readable in event logs)."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(METRICS_ASSET), asset_partitions=[day]),
+        limit=1).records
+    if not records:
+        return None
+    record = records[0]
+    return deserialize_value(
+        '{"__class__": "AssetCheckEvaluationTargetMaterializationData", '
+        f'"storage_id": {int(record.storage_id)}, "run_id": "{record.run_id}", '
+        f'"timestamp": {float(record.timestamp)}}}')
 
 
-def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource
-                      ) -> list[AssetCheckEvaluation]:
-    """The same verdicts over the metrics rows an op job wrote (the live runs), as events an
-    op logs: the checks' history then shows live and backfilled days alike. An op cannot
-    block its downstream the way the asset's blocking checks do; the run logs the failure."""
-    summary = summarise(rows)
-    return [AssetCheckEvaluation(asset_key=AssetKey(METRICS_ASSET), check_name=name,
-                                 passed=passed, severity=severity, metadata=metadata)
-            for name, passed, severity, metadata in _verdicts(summary, thresholds)]
+def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource,
+                      instance: DagsterInstance | None = None
+                      ) -> Iterator[AssetCheckEvaluation]:
+    """One evaluation per check and day, on that day's partition (call it once the days'
+    materialisations are logged, so each evaluation targets its day's latest one)."""
+    first_partition = daily_partitions.start.date().isoformat()
+    for row in rows:
+        day = str(row["window_end_date"])
+        if day < first_partition:
+            continue  # written, but before the first Dagster partition
+        target = latest_materialization_target(instance, day) if instance else None
+        for v in day_verdicts(row, thresholds):
+            yield AssetCheckEvaluation(
+                asset_key=AssetKey(METRICS_ASSET), check_name=v.check, passed=v.passed,
+                severity=v.severity, metadata=v.metadata, description=v.description,
+                blocking=True, partition=day, target_materialization_data=target)
 
 
 def batch_metadata(summary: Mapping) -> dict[str, int | float]:
     """A live micro-batch's figures as plottable numbers (an observation's metadata)."""
-    values = day_metadata(summary)
+    values = day_numbers(summary)
     for name in ("batch_id", "records", "panes", "late_records"):
         values[name] = int(summary.get(name) or 0)
     return values

@@ -1,4 +1,5 @@
-"""Dagster resources: the platform's settings, and the Delta-enabled SparkSession.
+"""Dagster resources: the platform's settings, and the Delta-enabled SparkSession
+(dagster-pyspark's ``LazyPySparkResource``).
 
 Both read the one settings model (``jobs.settings.PlatformSettings``, ``PLATFORM_*``
 variables); a deployment overrides fields here, so nothing is hard-coded to one machine.
@@ -6,12 +7,15 @@ variables); a deployment overrides fields here, so nothing is hard-coded to one 
 
 from __future__ import annotations
 
+from typing import Any
+
 from dagster import ConfigurableResource
+from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
 from jobs.settings import PlatformSettings, SettingsError
-from jobs.spark import get_spark
+from jobs.spark import session_config, start_checked
 from platform_defs.partitions import daily_partitions
 
 
@@ -42,18 +46,34 @@ class PlatformResource(ConfigurableResource):
                                          time_zone=self.time_zone)
 
 
-class DeltaSparkResource(ConfigurableResource):
-    """The Delta-enabled SparkSession (``jobs.spark.get_spark``), shared within a process, on
-    the engine the settings choose (``PLATFORM_SPARK_MASTER``, ``PLATFORM_SPARK_CONF``)."""
+class DeltaSparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazily started SparkSession, configured for Delta.
 
-    master: str | None = Field(default=None, description="Spark master URL (default: "
-                                                          "PLATFORM_SPARK_MASTER, else local[2])")
-    shuffle_partitions: int | None = Field(default=None,
-                                           description="spark.sql.shuffle.partitions")
-    spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings")
+    ``spark_config`` is every setting of the session (master, Delta's jar and extensions,
+    shuffle partitions, ``PLATFORM_SPARK_CONF``...), built from the one settings model by
+    :meth:`from_settings` when the code location loads, and editable like any resource field
+    (the launchpad, or another ``spark.master`` for a cluster): a deployment switches engine by
+    configuration. The session starts at the first :meth:`session` call, so a run that never
+    touches Spark never starts it; within a process it is Spark's one active session, which
+    the next run (and the test suite's shared session) reuses."""
+
+    spark_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Spark settings of the session (spark.master, Delta's jar and SQL "
+                    "extensions, shuffle partitions, PLATFORM_SPARK_CONF)")
+
+    @classmethod
+    def from_settings(cls, settings: PlatformSettings | None = None,
+                      **overrides: str) -> DeltaSparkResource:
+        """The resource for ``settings`` (default: the ``PLATFORM_*`` environment), with
+        ``overrides`` (Spark setting names with dots, or ``shuffle_partitions``)."""
+        settings = settings or PlatformSettings.from_env(check=False)
+        shuffle = overrides.pop("shuffle_partitions", None)
+        config = session_config(settings, shuffle_partitions=int(shuffle) if shuffle else None)
+        return cls(spark_config={**config, **overrides})
 
     def session(self) -> SparkSession:
-        settings = PlatformSettings.from_env()
-        return get_spark(self.master or settings.spark_master,
-                         self.shuffle_partitions or settings.shuffle_partitions,
-                         extra={**settings.spark_settings(), **self.spark_conf})
+        """The session, started on first use; a failed start or a refused setting is one
+        clear error (``jobs.spark``)."""
+        return start_checked(lambda: self.spark_session,
+                             {k: str(v) for k, v in self.spark_config.items()})

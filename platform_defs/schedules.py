@@ -5,8 +5,7 @@ A day is final once the arrival log's watermark has passed the cleanup time of i
 was final when it was computed (``final`` metadata). On each tick the schedule reads the log's
 ``max(watermark_ms)`` from Delta's file statistics (no Spark in the scheduler), and asks for the
 recent final days whose latest materialisation was not final yet, as one single-run backfill per
-contiguous range. A run that failed is asked for again on the next ticks (a few times), not
-only once the watermark moves.
+contiguous range. A failed run is retried by Dagster's run retries (``dagster/max_retries``).
 """
 
 from datetime import date, timedelta
@@ -15,9 +14,7 @@ from dagster import (
     AssetKey,
     AssetRecordsFilter,
     DagsterInstance,
-    DagsterRunStatus,
     RunRequest,
-    RunsFilter,
     ScheduleEvaluationContext,
     SkipReason,
     define_asset_job,
@@ -89,30 +86,18 @@ def finality_schedule(context: ScheduleEvaluationContext, platform: PlatformReso
     days = days_to_finalise(context.instance, settings, int(watermark))
     if not days:
         return SkipReason(f"no newly final days at watermark {watermark}")
-    requests = []
-    for start, end in contiguous_ranges(days):
-        base = f"final-{start}-{end}-{watermark}"
-        failed = failed_attempts(context.instance, base)
-        if failed > MAX_RETRIES:
-            context.log.warning(f"{base}: {failed} failed runs; not retried until the "
-                                "watermark moves (see the runs tagged platform/final_key)")
-            continue
-        requests.append(RunRequest(
-            run_key=base if not failed else f"{base}-retry{failed}",
-            tags={ASSET_PARTITION_RANGE_START_TAG: start.isoformat(),
-                  ASSET_PARTITION_RANGE_END_TAG: end.isoformat(), "platform/reason": "final",
-                  FINAL_KEY_TAG: base}))
-    return requests or SkipReason(f"the final days' runs failed {MAX_RETRIES + 1} times")
+    return [RunRequest(
+        run_key=f"final-{start}-{end}-{watermark}",
+        tags={ASSET_PARTITION_RANGE_START_TAG: start.isoformat(),
+              ASSET_PARTITION_RANGE_END_TAG: end.isoformat(), "platform/reason": "final",
+              **RETRY_TAGS})
+        for start, end in contiguous_ranges(days)]
 
 
-FINAL_KEY_TAG = "platform/final_key"
 MAX_RETRIES = 3
-
-
-def failed_attempts(instance: DagsterInstance, base_key: str) -> int:
-    """Failed (or canceled) runs for this range at this watermark: a failed run is asked for
-    again under a new run key (Dagster launches a run key once), up to ``MAX_RETRIES``
-    times; a run still queued or running keeps the same key, so it is never doubled."""
-    return instance.get_runs_count(RunsFilter(
-        tags={FINAL_KEY_TAG: base_key},
-        statuses=[DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]))
+RETRY_TAGS = {"dagster/max_retries": str(MAX_RETRIES),
+              "dagster/retry_strategy": "ALL_STEPS"}
+"""Dagster's run retries (the daemon re-launches a failed run, ``run_retries: enabled`` in
+``dagster.yaml``, which ``./platform`` writes): a finality run recomputes its whole range,
+so a retry runs every step again. A run key is launched once, so without retries a failed
+finalisation would wait for the watermark to move."""

@@ -5,6 +5,7 @@ to mix two data sets."""
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 
 import pytest
 
@@ -59,6 +60,11 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
     assert re.search(r"On time \d+, late within lateness \d+, dropped as too late \d+, "
                      r"quarantined \d+", output)
     assert "./platform ui" in output
+    # the last three whole days before today: the UI's per-partition plots show recent days
+    days = {str(d[0]) for d in spark.read.format("delta").load(
+        settings.table_path(tables.LATE_DATA_METRICS)).select("window_end_date").collect()}
+    today = date.today()  # PLATFORM_TIME_ZONE is UTC here
+    assert days == {str(today - timedelta(days=n)) for n in (1, 2, 3)}, days
 
     # the same options again: nothing new is ingested, the same tables come out
     assert demo.main(["--home", str(home), "--events", "3000", "--late-fraction", "0.1"]) == 0

@@ -36,7 +36,7 @@ class Home:
         from platform_defs.resources import DeltaSparkResource, PlatformResource
 
         resources = {"platform": PlatformResource(home=str(self.path)),
-                     "spark": DeltaSparkResource(shuffle_partitions=2),
+                     "spark": DeltaSparkResource.from_settings(shuffle_partitions=2),
                      "monitoring_thresholds": MonitoringResource(),
                      "enrichment_service": EnrichmentServiceResource(),
                      "pipes_subprocess_client": PipesSubprocessClient()}
@@ -72,12 +72,12 @@ def materialize_assets(home: Home, selection: list[str], *, partition: str | Non
                        raise_on_error: bool = True):
     """Materialise ``selection`` of the project's assets in process against ``home``."""
     from dagster import AssetSelection, materialize
-    from dagster._core.storage.tags import (
+
+    from platform_defs.definitions import defs
+    from platform_defs.schedules import (
         ASSET_PARTITION_RANGE_END_TAG,
         ASSET_PARTITION_RANGE_START_TAG,
     )
-
-    from platform_defs.definitions import defs
 
     tags = {}
     if partition_range is not None:

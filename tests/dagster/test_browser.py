@@ -1,5 +1,7 @@
 """End to end in a real browser: the Dagster UI over the project's workspace materialises the
-late-data metrics and shows their per-day metadata and checks.
+late-data metrics and shows what an operator looks at: the per-partition plot of the dropped
+rate with points, each day's own check verdict, and the sample of a day's late records.
+Screenshots of these views go to ``.platform/screenshots/`` (git-ignored; the README names it).
 
 Chromium is Debian's (``apt-get install chromium``, which CI does); Playwright drives it
 through its Python API and never downloads a browser. Without Chromium the test skips, except
@@ -8,19 +10,22 @@ under ``.ci/run`` (``PLATFORM_REQUIRE_BROWSER=1``), where it fails.
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from jobs.generator import GeneratorConfig, generate
+from platform_defs.demo import recent_start
+from platform_defs.instance import ensure_instance_config
 from tests.dagster.conftest import Home, materialize_assets
 
 pytestmark = [pytest.mark.browser, pytest.mark.spark]
@@ -30,10 +35,11 @@ REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-DAY = "2026-01-01"
-INSTANCE_YAML = """\
-telemetry:
-  enabled: false
+SCREENSHOTS = REPO / ".platform" / "screenshots"
+START = recent_start("UTC", 2)
+"""Two whole days before today: the UI plots the most recent partitions."""
+FIRST_DAY, DAY = (START[:10], str(date.fromisoformat(START[:10]) + timedelta(days=1)))
+RUN_COORDINATOR = """\
 # launch runs at once: the webserver alone has no daemon to dequeue them
 run_coordinator:
   module: dagster._core.run_coordinator
@@ -63,24 +69,30 @@ def _wait_for(url: str, timeout_s: float, process: subprocess.Popen) -> None:
 
 @pytest.fixture
 def webserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark):
-    """Landing files ingested (in process, into the UI's instance), then the webserver."""
+    """Landing files for the last two days ingested and the first day's windowed tables
+    computed (in process, into the UI's instance), then the webserver over the instance the
+    demo writes (no telemetry, no community dialog)."""
     from dagster import DagsterInstance
 
     home_path = tmp_path / "platform"
     dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    (dagster_home / "dagster.yaml").write_text(INSTANCE_YAML)
+    config = ensure_instance_config(dagster_home)
+    config.write_text(config.read_text() + RUN_COORDINATOR)
     for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
                  "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PLATFORM_HOME", str(home_path))
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
-    generate(GeneratorConfig(events=2000, keys=20, producers=2), home_path / "landing")
-    instance = DagsterInstance.get()
-    assert materialize_assets(Home(home_path, instance), ["arrival_log", "quarantine"]).success
+    generate(GeneratorConfig(events=2000, keys=20, producers=2,
+                             start_ms=int(datetime.fromisoformat(START).timestamp() * 1000)),
+             home_path / "landing")
+    home = Home(home_path, DagsterInstance.get())
+    assert materialize_assets(home, ["arrival_log", "quarantine"]).success
+    assert materialize_assets(home, ["window_results", "late_records", "late_data_metrics"],
+                              partition=FIRST_DAY).success
 
     port = _free_port()
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "DAGSTER_DISABLE_TELEMETRY": "1"}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     command = [str(Path(sys.executable).with_name("dagster-webserver")), "-w",
                str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
     log = (tmp_path / "webserver.log").open("w")
@@ -88,7 +100,6 @@ def webserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark):
                                start_new_session=True)
     try:
         _wait_for(f"http://127.0.0.1:{port}/server_info", 120, process)
-        _mark_community_popup_seen(f"http://127.0.0.1:{port}")
         yield f"http://127.0.0.1:{port}"
     finally:
         os.killpg(process.pid, signal.SIGTERM)  # the webserver and its code server
@@ -97,15 +108,6 @@ def webserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
         log.close()
-
-
-def _mark_community_popup_seen(base_url: str) -> None:
-    """The UI's one-time "join the community" dialog would cover the page on loopback."""
-    request = urllib.request.Request(
-        f"{base_url}/graphql", data=json.dumps({"query": "mutation { setNuxSeen }"}).encode(),
-        headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        assert answer.status == 200
 
 
 @pytest.fixture
@@ -118,8 +120,14 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(chromium, webserver,
-                                                                      tmp_path):
+def _shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_materialise_from_the_ui_then_read_plots_verdicts_and_late_records(chromium,
+                                                                             webserver,
+                                                                             tmp_path):
     from playwright import sync_api
 
     with sync_api.sync_playwright() as playwright:
@@ -130,15 +138,17 @@ def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(chromium, 
             page = browser.new_page()
             page.set_default_timeout(30_000)
 
-            # the asset graph, filtered to the late-data metrics
+            # the asset graph, filtered to the late-data metrics; the instance the demo
+            # writes shows no "join the community" dialog over it
             page.goto(f"{webserver}/asset-groups")
             page.locator(".CodeMirror").first.wait_for()
+            assert page.get_by_role("dialog").count() == 0
             page.locator(".CodeMirror").first.click()
             page.keyboard.type('key:"late_data_metrics"')
             page.keyboard.press("Enter")
             page.get_by_text("late_data_metrics", exact=True).first.wait_for()
 
-            # materialise one day (the multi-asset brings its siblings along)
+            # materialise the second day (the multi-asset brings its siblings along)
             page.locator("button", has_text="Materialize").first.click()
             page.get_by_role("button", name="Confirm").click()  # "additional assets" notice
             page.get_by_text("Show all partitions").click()
@@ -146,43 +156,65 @@ def test_materialise_from_the_asset_graph_and_read_metrics_and_checks(chromium, 
             partitions.fill(DAY)
             partitions.press("Enter")
             page.get_by_role("button", name="Launch 1 run").click()
-
-            # wait for the run to succeed, as the asset page reports it
             page.get_by_role("dialog").wait_for(state="detached")
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                page.goto(f"{webserver}/assets/late_data_metrics?partition={DAY}")
-                page.get_by_text("Latest materialization").first.wait_for()
-                if page.get_by_text("range_summary").count():  # materialisation metadata only
-                    break
-                page.wait_for_timeout(3_000)
-            else:
-                raise AssertionError("no materialisation of the day within 180 s")
-            body = page.inner_text("body")
-            for name in ("dropped_late", "late_within_lateness", "quarantined", "late_rate",
-                         "lateness_p99_ms", "watermark_lag_p50_ms"):
-                assert name in body, f"{name} not shown in the asset's metadata"
 
             # the run the button launched succeeded (the UI's own storage says so)
             from dagster import DagsterInstance, DagsterRunStatus
 
-            # (the materialisation shows before the run has run its checks and ended)
             instance = DagsterInstance.get()
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 300
             while True:
                 runs = instance.get_runs()
                 launched = [r for r in runs if r.tags.get("dagster/partition") == DAY]
                 if launched and launched[0].is_finished or time.monotonic() > deadline:
                     break
-                time.sleep(1)
+                time.sleep(2)
             assert launched and launched[0].status == DagsterRunStatus.SUCCESS, \
                 [(r.run_id, r.status) for r in runs]
 
-            page.goto(f"{webserver}/assets/late_data_metrics?view=checks")
-            for check in ("late_rate", "quarantine_rate", "watermark_lag"):
-                page.get_by_text(check, exact=True).first.wait_for()
-            checks = page.inner_text("body")
-            assert "Passed" in checks or "Succeeded" in checks or "Warning" in checks
+            # the day's metadata: numbers, durations in human units, the late-records sample
+            page.goto(f"{webserver}/assets/late_data_metrics?view=partitions&partition={DAY}")
+            page.get_by_text("late_records_sample", exact=True).first.wait_for()
+            body = page.inner_text("body")
+            for name in ("dropped_late_rate", "late_within_lateness_rate", "lateness_p99_ms",
+                         "lateness_p99", "watermark_lag_max_ms", "lateness_histogram",
+                         "finality"):
+                assert name in body, f"{name} not shown in the day's metadata"
+            assert not re.search(r"(?<![\w])late_rate", body)  # named for what it counts
+            _shot(page, "1-day-metadata")
+            row = page.locator("tr", has_text="late_records_sample").first
+            row.get_by_text("[Show Markdown]").click()
+            dialog = page.get_by_role("dialog")
+            dialog.locator("table").first.wait_for()
+            sample = dialog.inner_text()
+            assert "user-" in sample and "window" in sample and (
+                "dropped" in sample or "late within lateness" in sample)
+            _shot(page, "2-late-records-sample")
+            page.keyboard.press("Escape")
+
+            # the per-partition plot of the dropped rate has a point for each day
+            page.goto(f"{webserver}/assets/late_data_metrics")
+            page.get_by_role("button", name="Plots").first.click()
+            heading = page.get_by_text("dropped_late_rate", exact=True).first
+            heading.wait_for()
+            assert page.get_by_text("Asset plots are automatically generated").count() == 0
+            page.get_by_text("When graphing values by partition").first.wait_for()
+            plots = page.locator("canvas")
+            assert plots.count() >= 10  # one per numeric metadata entry
+            heading.scroll_into_view_if_needed()
+            _shot(page, "3-partition-plots")
+
+            # each day its own verdict: the partitioned check lists both days as passed
+            page.goto(f"{webserver}/assets/late_data_metrics?view=checks"
+                      "&checkDetail=dropped_late_rate")
+            page.get_by_role("tab", name="Execution history").wait_for()  # the check's tabs
+            page.get_by_role("tab", name="Partitions").last.click()  # the check's own
+            page.get_by_text(re.compile(r"Passed \(2\)")).first.wait_for()  # both days
+            page.get_by_text(DAY, exact=True).filter(visible=True).first.click()
+            page.get_by_text("within the warn threshold").first.wait_for()
+            detail = page.inner_text("body")
+            assert "Target materialization" in detail and "warn_threshold" in detail
+            _shot(page, "4-check-verdict-per-day")
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"))
             print(f"screenshot: {tmp_path / 'failure.png'}")

@@ -60,12 +60,14 @@ def test_lineage_follows_the_data():
     assert parents("enriched_events") == {tables.ARRIVAL_LOG}
 
 
-def test_checks_are_blocking_on_the_metrics():
+def test_checks_are_blocking_and_partitioned_like_the_metrics():
     graph = defs.resolve_asset_graph()
     checks = {key.name: graph.get_check_spec(key) for key in graph.asset_check_keys}
-    assert set(checks) == {"late_rate", "quarantine_rate", "watermark_lag"}
+    assert set(checks) == {"dropped_late_rate", "quarantine_rate", "watermark_lag"}
+    metrics = graph.get(AssetKey(tables.LATE_DATA_METRICS))
     for spec in checks.values():
         assert spec.asset_key == AssetKey(tables.LATE_DATA_METRICS) and spec.blocking
+        assert spec.partitions_def == metrics.partitions_def  # each day its own verdict
 
 
 def test_a_day_is_final_once_its_last_window_can_no_longer_change():
@@ -78,3 +80,29 @@ def test_a_day_is_final_once_its_last_window_can_no_longer_change():
     assert final_flag("2026-01-01", None, lateness, "UTC") == 0
     # in another time zone the day ends at a different instant
     assert not is_final(date(2026, 1, 1), midnight + lateness, lateness, "America/New_York")
+
+
+def test_the_demo_writes_recent_days_and_a_quiet_instance(tmp_path):
+    import yaml
+
+    from platform_defs.demo import recent_start
+    from platform_defs.instance import ensure_instance_config
+
+    assert recent_start("UTC", 3, today=date(2026, 11, 23)) == "2026-11-20T00:00:00Z"
+    assert recent_start("Europe/Paris", 3, today=date(2026, 11, 23)) == "2026-11-19T23:00:00Z"
+
+    path = ensure_instance_config(tmp_path / "dagster_home")
+    config = yaml.safe_load(path.read_text())
+    assert config["telemetry"] == {"enabled": False} and config["nux"] == {"enabled": False}
+    path.write_text("telemetry:\n  enabled: true\n")  # an operator's own choice is kept
+    config = yaml.safe_load(ensure_instance_config(tmp_path / "dagster_home").read_text())
+    assert config["telemetry"] == {"enabled": True} and config["nux"] == {"enabled": False}
+
+
+def test_enrichment_follows_the_arrival_log_by_declarative_automation():
+    graph = defs.resolve_asset_graph()
+    for name in ("enrichment_responses", "enriched_events", "enrichment_dead_letters"):
+        assert graph.get(AssetKey(name)).automation_condition is not None, name
+    assert graph.get(AssetKey(tables.WINDOW_RESULTS)).automation_condition is None
+    sensor = defs.resolve_sensor_def("default_automation_condition_sensor")
+    assert sensor.default_status.value == "STOPPED"  # nothing runs until turned on

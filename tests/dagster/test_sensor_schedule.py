@@ -8,14 +8,16 @@ from datetime import date
 
 import pytest
 from dagster import DagsterInstance, SkipReason, build_schedule_context, build_sensor_context
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from jobs.generator import GeneratorConfig, generate
 from platform_defs.resources import PlatformResource
-from platform_defs.schedules import contiguous_ranges, days_to_finalise, finality_schedule
+from platform_defs.schedules import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    contiguous_ranges,
+    days_to_finalise,
+    finality_schedule,
+)
 from platform_defs.sensors import LandingCursor, finished_files, landing_sensor, scan
 
 
@@ -121,36 +123,22 @@ def test_schedule_targets_the_days_that_just_became_final(home, monkeypatch):
                                                      (date(2026, 1, 7), date(2026, 1, 7))]
 
 
-def test_a_failed_final_run_is_asked_for_again_a_few_times(home):
-    """Dagster launches a run key once: without a new key, a failed finalisation would wait
-    for the watermark to move. A run still in progress keeps its key (never doubled)."""
-    from dagster import DagsterRunStatus
-    from dagster._core.test_utils import create_run_for_test
-
-    from platform_defs.schedules import FINAL_KEY_TAG, MAX_RETRIES
+def test_a_final_run_is_retried_by_dagster_run_retries(home):
+    """Dagster launches a run key once: a failed finalisation is re-launched by the daemon's
+    run retries (the tags), not by a new run key of the schedule's own."""
+    from platform_defs.instance import INSTANCE_SETTINGS
+    from platform_defs.schedules import MAX_RETRIES
     from tests.dagster.delta_log_helpers import write_arrival_log_stats
 
     write_arrival_log_stats(home.path / "warehouse" / "arrival_log",
                             1_767_312_000_000 + 30_000)
     instance = _instance(home)
-
-    def tick():
-        context = build_schedule_context(
-            instance=instance, resources={"platform": PlatformResource(home=str(home.path))})
-        return finality_schedule(context)
-
-    first = tick()[0]
-    base = first.tags[FINAL_KEY_TAG]
-    assert first.run_key == base
-    create_run_for_test(instance, tags={FINAL_KEY_TAG: base}, status=DagsterRunStatus.STARTED)
-    assert tick()[0].run_key == base  # still running: the same key, so no second run
-    keys = []
-    for _ in range(MAX_RETRIES + 1):
-        create_run_for_test(instance, tags={FINAL_KEY_TAG: base},
-                            status=DagsterRunStatus.FAILURE)
-        answer = tick()
-        keys.append(answer[0].run_key if isinstance(answer, list) else None)
-    assert keys == [f"{base}-retry{n}" for n in range(1, MAX_RETRIES + 1)] + [None]
+    context = build_schedule_context(
+        instance=instance, resources={"platform": PlatformResource(home=str(home.path))})
+    request = finality_schedule(context)[0]
+    assert request.tags["dagster/max_retries"] == str(MAX_RETRIES) and MAX_RETRIES > 0
+    assert request.tags["dagster/retry_strategy"] == "ALL_STEPS"
+    assert INSTANCE_SETTINGS["run_retries"] == {"enabled": True}  # the demo's instance
 
 
 @pytest.mark.skipif(os.name != "posix", reason="paths")

@@ -1,0 +1,82 @@
+"""Late data as a person reads it in the UI: durations in human units, the lateness histogram
+and the sample of late records as Markdown.
+
+Pure formatting of what ``jobs.late_detail`` computed; nothing here queries a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from jobs.late_detail import DayLateness
+from operators.time import ms_to_datetime
+
+BAR_WIDTH = 30
+
+
+def human_duration(ms: float | int | None) -> str:
+    """``83_000`` -> ``"1 min 23 s"``: raw milliseconds stay in the plotted metadata, this is
+    what sits beside them."""
+    if ms is None:
+        return "-"
+    ms = float(ms)
+    if ms < 1_000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1_000:.1f} s"
+    seconds = round(ms / 1_000)
+    hours, rest = divmod(seconds, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+
+
+def _time(ms: int) -> str:
+    return ms_to_datetime(int(ms)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _clock(ms: int) -> str:
+    return ms_to_datetime(int(ms)).strftime("%H:%M:%S")
+
+
+def histogram_markdown(detail: DayLateness) -> str:
+    """The day's late records per lateness bucket, late within lateness and dropped apart,
+    with a bar scaled to the largest bucket."""
+    largest = max((w + d for _, w, d in detail.histogram), default=0)
+    lines = ["| lateness | late within lateness | dropped | |", "|---|---:|---:|---|"]
+    for label, within, dropped in detail.histogram:
+        bar = "█" * round(BAR_WIDTH * (within + dropped) / largest) if largest else ""
+        lines.append(f"| {label} | {within} | {dropped} | {f'`{bar}`' if bar else ''} |")
+    return "\n".join(lines)
+
+
+def sample_markdown(detail: DayLateness) -> str:
+    """The day's latest late records: what arrived, when, behind which watermark, and the
+    window it was late for (dropped: the window it missed)."""
+    lines = ["| key | event time | arrived | watermark | late by | window | fate |",
+             "|---|---|---|---|---:|---|---|"]
+    for r in detail.sample:
+        window = f"{_clock(r['window_start_ms'])}-{_clock(r['window_end_ms'])}"
+        fate = "dropped" if r["fate"] == "dropped_late" else "late within lateness"
+        lines.append(
+            f"| {r['key']} | {_time(r['event_time_ms'])} | {_time(r['ingest_time_ms'])} | "
+            f"{_time(r['watermark_ms'])} | {human_duration(r['lateness_ms'])} | {window} | "
+            f"{fate} |")
+    return "\n".join(lines)
+
+
+def duration_labels(values: Mapping[str, int | float]) -> dict[str, str]:
+    """``<name>`` in human units for every ``<name>_ms`` number, placed beside it."""
+    return {name[:-3]: human_duration(value) for name, value in values.items()
+            if name.endswith("_ms")}
+
+
+def finality_text(final: int, final_at_ms: int) -> str:
+    """Whether the day's numbers can still change: a day is final once the watermark has
+    passed its last window's end plus allowed lateness (then the finality schedule computes
+    it once more, and never again)."""
+    if final:
+        return f"final: the watermark passed {_time(final_at_ms)} (last window + lateness)"
+    return (f"provisional: late records may still change it until the watermark passes "
+            f"{_time(final_at_ms)}")

@@ -256,10 +256,18 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
             if on_ingest is not None:
                 on_ingest(result)
 
-    ingest_once()  # the stream needs an arrival log
-    if not table_exists(spark, settings.table_path(tables.ARRIVAL_LOG)):
-        raise FileNotFoundError(f"nothing landed in {settings.landing} yet: the live stream "
-                                "starts once the first landing file is there")
+    ingest_once()  # the stream needs an arrival log: wait for the first landing file
+    deadline = time.monotonic() + duration_s if duration_s else None
+    said = time.monotonic() - 10
+    while not table_exists(spark, settings.table_path(tables.ARRIVAL_LOG)):
+        if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
+            progress(f"live stream stopped: nothing landed in {settings.landing}")
+            return report
+        if time.monotonic() - said >= 10:
+            progress(f"live: waiting for the first landing file in {settings.landing}")
+            said = time.monotonic()
+        stop.wait(poll_s)
+        ingest_once()
     query, sink = start_live(spark, settings, trigger=trigger, checkpoint=checkpoint,
                              progress=progress, metrics_interval_s=metrics_interval_s,
                              on_flush=on_flush, on_batch=on_batch, buckets=buckets)
@@ -269,7 +277,6 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
         last = max_column_value(settings.table_path(tables.ARRIVAL_LOG), "arrival_seq")
         arrival_end[0] = int(last) + 1 if last is not None else 0
     sink.arrival_end = lambda: arrival_end[0]
-    deadline = time.monotonic() + duration_s if duration_s else None
     try:
         while query.isActive and not stop.is_set():
             if max_batches and len(sink.batches) + len(sink.pending) >= max_batches:

@@ -378,6 +378,20 @@ def test_live_with_nothing_landed_says_so(tmp_path):
                              f"landed in {tmp_path / 'home' / 'landing'} yet\n")
 
 
+@pytest.mark.spark
+def test_the_long_running_live_job_waits_for_the_first_landing_file(tmp_path):
+    """With an interval trigger the job is meant to keep running: it waits for data, saying
+    so, and a --duration ends it cleanly (no traceback) while nothing has landed."""
+    (tmp_path / "home" / "landing").mkdir(parents=True)
+    result = _cli(["live", "--trigger", "1 second", "--duration", "2"],
+                  {"PLATFORM_HOME": str(tmp_path / "home")}, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    landing = tmp_path / "home" / "landing"
+    assert f"live: waiting for the first landing file in {landing}" in result.stdout
+    assert f"live stream stopped: nothing landed in {landing}" in result.stdout
+
+
 def test_a_second_pipeline_on_the_same_warehouse_is_refused(ingested, tmp_path):
     before = _rows(ingested["settings"].warehouse)
     other = _file(tmp_path, "sessions.yaml", SESSIONS)

@@ -80,6 +80,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.cli
 def test_the_command_line_names_the_setting_and_touches_nothing(tmp_path):
     home = tmp_path / "home"
     for args, env, named in (
@@ -97,6 +98,7 @@ def test_the_command_line_names_the_setting_and_touches_nothing(tmp_path):
         assert not (home / "warehouse").exists()  # nothing was touched
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(("variable", "value"), [
     ("PLATFORM_LATE_RATE_WARN", "five percent"),
     ("PLATFORM_FINALITY_LOOKBACK_DAYS", "0"),

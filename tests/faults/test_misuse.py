@@ -36,6 +36,8 @@ TABLES = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.L
           tables.LATE_DATA_METRICS)
 
 
+pytestmark = pytest.mark.cli  # drives the commands as processes (README, "Tests")
+
 def _cli(args: list[str], env: dict[str, str], **options) -> subprocess.Popen | \
         subprocess.CompletedProcess:
     """``python -m jobs ARGS`` as a user runs it: only the given ``PLATFORM_*`` variables."""

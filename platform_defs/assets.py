@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from jobs import tables
 from jobs.backfill import BackfillReport, run_backfill
-from jobs.checks import check_partition_range
+from jobs.checks import check_landing, check_partition_range
 from jobs.days import day_end_ms, final_flag
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import IngestReport, ingest
@@ -128,8 +128,10 @@ def ingest_results(settings: PlatformSettings, report: IngestReport
 )
 def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
                    spark: DeltaSparkResource):
-    """Append the landing files not yet ingested, as one batch (a no-op when there are none)."""
+    """Append the landing files not yet ingested, as one batch (a no-op when there are none);
+    a landing folder that does not exist fails the run with the command line's message."""
     settings = platform.settings()
+    check_landing(settings)
     report = ingest(spark.session(), settings, progress=context.log.info)
     yield from ingest_results(settings, report)
 

@@ -189,6 +189,28 @@ def test_a_mistake_is_named_in_one_line_before_anything_is_touched(tmp_path, cas
     assert result.stdout == ""
 
 
+def test_a_dagster_ingest_with_a_missing_landing_folder_fails_naming_it(tmp_path, monkeypatch):
+    """The ingest asset used to succeed with nothing ingested; it fails before Spark, with
+    the command line's message."""
+    from dagster import materialize
+
+    from platform_defs.assets import ingest_landing
+    from platform_defs.resources import DeltaSparkResource, PlatformResource
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("PLATFORM_HOME", str(home))
+    result = materialize([ingest_landing], raise_on_error=False,
+                         resources={"platform": PlatformResource(),
+                                    "spark": DeltaSparkResource()})
+    assert not result.success
+    failures = [event for event in result.all_events if event.event_type_value ==
+                "STEP_FAILURE"]
+    message = failures[0].step_failure_data.error.cause.message.strip()
+    assert message.startswith(f"jobs.settings.SettingsError: PLATFORM_LANDING "
+                              f"({home / 'landing'}) does not exist")
+    assert not (home / "warehouse" / "arrival_log").exists()
+
+
 def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tmp_path,
                                                                               monkeypatch):
     """``dagster asset materialize --partition-range 2026-01-05...2026-01-02`` ran as a

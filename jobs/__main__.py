@@ -177,8 +177,9 @@ def _run(args: argparse.Namespace, settings: PlatformSettings, checkpoint: str |
             ingest(None, settings)
         if args.command == "ingest":
             return 0
-        log = storage.local_path(settings.table_path("arrival_log")) / "_delta_log"
-        if not log.is_dir():
+        from jobs.fast_writes import table_exists
+
+        if not table_exists(settings.table_path("arrival_log")):
             print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
             return 0
         args.no_ingest = True

@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from jobs import storage
+from jobs import fast_writes, storage
 from jobs.settings import PlatformSettings, SettingsError
 from operators.pipeline import PipelineSpec
 
@@ -104,8 +104,7 @@ def check_ingested(settings: PlatformSettings) -> None:
     folder."""
     if not storage.is_local(settings.warehouse):
         return
-    log = storage.local_path(settings.table_path("arrival_log")) / "_delta_log"
-    if not log.is_dir():
+    if not fast_writes.table_exists(settings.table_path("arrival_log")):
         raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}) has no arrival log "
                             "yet: run `python -m jobs ingest` first, or point "
                             "PLATFORM_WAREHOUSE at the warehouse you ingested into")

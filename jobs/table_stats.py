@@ -12,31 +12,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from jobs.fast_writes import delta_uri
 
-def max_column_value(table_path: str, column: str,
-                     storage_options: dict[str, str] | None = None) -> int | float | None:
+
+def max_column_value(table_path: str, column: str) -> int | float | None:
     """``max(column)`` over the table's live files, or ``None`` (no table, no rows, or a file
     without statistics)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
-
-    try:
-        table = DeltaTable(_uri(table_path), storage_options=storage_options)
-    except (TableNotFoundError, DeltaError, FileNotFoundError, OSError):
-        return None
-    actions = pa.table(table.get_add_actions(flatten=True))
-    name = f"max.{column}"
-    if name not in actions.column_names:
-        return None
-    best = None
-    for records, value in zip(actions.column("num_records").to_pylist(),
-                              actions.column(name).to_pylist(), strict=True):
-        if records == 0:
-            continue
-        if records is None or value is None:
-            return None
-        best = value if best is None else max(best, value)
-    return best
+    bounds = file_bounds(table_path, column)
+    return max(high for _, high in bounds) if bounds else None
 
 
 def file_bounds(table_path: str, column: str) -> list[tuple] | None:
@@ -78,12 +61,7 @@ def _actions(table_path: str) -> pa.Table | None:
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
     try:
-        table = DeltaTable(_uri(table_path))
+        table = DeltaTable(delta_uri(table_path))
     except (TableNotFoundError, DeltaError, FileNotFoundError, OSError):
         return None
     return pa.table(table.get_add_actions(flatten=True))
-
-
-def _uri(location: str) -> str:
-    """delta-rs spells Hadoop's ``s3a://`` as ``s3://``."""
-    return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location

@@ -54,14 +54,18 @@ class StandaloneCluster:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def start_cluster(folder: Path, workers: int = 2, memory: str = "2g") -> StandaloneCluster:
-    """Master and workers on 127.0.0.1; returns once every worker has registered."""
+def start_cluster(folder: Path, workers: int = 2, memory: str = "2g",
+                  node_environment: dict[str, str] | None = None) -> StandaloneCluster:
+    """Master and workers on 127.0.0.1; returns once every worker has registered.
+    ``node_environment``: what every node's environment holds (an object store's endpoint and
+    credentials, as a cloud node gets them from its instance role); executors inherit it."""
     spark_home = Path(pyspark.__file__).parent
     spark_class = str(spark_home / "bin" / "spark-class")
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     environment.update(SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1",
-                       SPARK_WORKER_DIR=str(folder / "work"), SPARK_LOG_DIR=str(folder / "logs"))
+                       SPARK_WORKER_DIR=str(folder / "work"), SPARK_LOG_DIR=str(folder / "logs"),
+                       **(node_environment or {}))
     port, ui = free_port(), free_port()
     cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", bare_python(folder / "worker-venv"))
     logs = folder / "logs"

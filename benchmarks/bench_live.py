@@ -271,6 +271,24 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int) -> 
     return run
 
 
+def _query_batch_of_source_offset(checkpoint: Path) -> dict[int, int]:
+    """The file source's log offset -> the first query micro-batch that read up to it, from
+    the checkpoint's ``offsets/<batch id>`` files (a version line, the batch's metadata, then
+    one offset per source: ``{"logOffset": N}`` for the file source)."""
+    first: dict[int, int] = {}
+    for path in (checkpoint / "offsets").glob("*"):
+        if not path.name.isdigit():
+            continue
+        lines = path.read_text().splitlines()
+        if len(lines) < 3:
+            continue
+        offset = json.loads(lines[2]).get("logOffset")
+        if offset is not None:
+            batch = int(path.name)
+            first[offset] = min(batch, first.get(offset, batch))
+    return first
+
+
 def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run:
     from pyspark.sql import functions as F
 
@@ -304,7 +322,11 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     query.stop()
     files = json.loads(manifest.read_text())
     progress = [p for p in query.recentProgress if p.get("numInputRows") is not None]
-    # which files each batch read: the file source's own log in the checkpoint
+    # which files each batch read: the file source's own log in the checkpoint numbers its
+    # entries by the source's log offset, which only advances when new files are found; the
+    # query's offsets log says which micro-batch first reached each log offset (no-data
+    # batches, which advance the watermark, take query batch ids the source never sees)
+    batch_of_offset = _query_batch_of_source_offset(checkpoint)
     batch_of: dict[str, int] = {}
     for log in sorted((checkpoint / "sources" / "0").glob("*")):
         if not log.name.split(".")[0].isdigit():
@@ -312,7 +334,8 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
         for line in log.read_text().splitlines()[1:]:
             entry = json.loads(line)
             name = "/".join(Path(entry["path"].replace("file://", "")).parts[-2:])
-            batch_of[name] = entry["batchId"]
+            if entry["batchId"] in batch_of_offset:
+                batch_of[name] = batch_of_offset[entry["batchId"]]
     ends = {}
     for p in progress:
         start = datetime.fromisoformat(p["timestamp"]).timestamp()

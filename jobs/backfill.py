@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
@@ -106,6 +107,20 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
         "again when ingest is quieter (or with the live job stopped).")
 
 
+def _concurrently(write: Callable[[str, DataFrame], int],
+                  writes: list[tuple[str, DataFrame]]) -> dict[str, int]:
+    """Each table's replacement as its own Spark job, all at once. The tables are independent
+    (each replacement is idempotent on its own: a re-run after a failure between any two
+    leaves the same tables), and a small range's writes are mostly driver-side waiting (Delta
+    snapshot, planning, commit) that overlaps: measured on 2,000 records with a warm session,
+    the three writes took 4.3 s together instead of 5.1 s one after the other. The Spark
+    jobs share the session's cores as any two jobs do."""
+    with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="backfill-write") \
+            as pool:
+        futures = {name: pool.submit(write, name, frame) for name, frame in writes}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
                    first_day: str | None, last_day: str | None,
                    progress: Callable[[str], None]) -> BackfillReport:
@@ -115,21 +130,26 @@ def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: Da
     progress(f"windows: computing partitions {outputs.first_day} .. {outputs.last_day}")
     # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
     # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
-    written = {}
     tag = f"backfill-{uuid.uuid4().hex}"
     writes = [(tables.WINDOW_RESULTS, outputs.results), (tables.LATE_RECORDS, outputs.late),
               (tables.LATE_DATA_METRICS, outputs.metrics)]
-    if outputs.keeps_assignments:
-        writes.insert(0, (tables.WINDOW_ASSIGNMENTS, outputs.assigned))
+
+    def write(name: str, frame: DataFrame) -> int:
+        path = settings.table_path(name)
+        replace_range(frame, path, column="window_end_date", first=outputs.first_day,
+                      last=outputs.last_day, partition_by="window_end_date", tag=tag)
+        count = rows_written(spark, path, tag)
+        progress(f"windows: wrote {count} rows to {name}")
+        return count
+
+    written: dict[str, int] = {}
     try:
-        for name, frame in writes:
-            path = settings.table_path(name)
-            with heartbeat(progress, f"windows: computing and writing {name} for "
-                                     f"{outputs.first_day} .. {outputs.last_day}"):
-                replace_range(frame, path, column="window_end_date", first=outputs.first_day,
-                              last=outputs.last_day, partition_by="window_end_date", tag=tag)
-            written[name] = rows_written(spark, path, tag)
-            progress(f"windows: wrote {written[name]} rows to {name}")
+        with heartbeat(progress, f"windows: computing and writing {outputs.first_day} .. "
+                                 f"{outputs.last_day}"):
+            if outputs.keeps_assignments:  # materialises the persisted rows the rest reuse
+                written[tables.WINDOW_ASSIGNMENTS] = write(tables.WINDOW_ASSIGNMENTS,
+                                                           outputs.assigned)
+            written.update(_concurrently(write, writes))
     finally:
         outputs.release()
     metrics = [row.asDict() for row in spark.read.format("delta")

@@ -90,9 +90,9 @@ def fingerprint(spec: PipelineSpec) -> str:
 def check_landing(settings: PlatformSettings) -> None:
     """Ingest reads the landing folder: a missing one is almost always a wrong
     ``PLATFORM_LANDING``, not "nothing landed yet", so say so instead of ingesting nothing."""
-    if not storage.is_local(settings.landing):
-        return
-    landing = settings.landing_dir
+    from jobs.ingest.landing import LandingFolder
+
+    landing = LandingFolder(settings.landing)
     if not landing.exists():
         raise SettingsError(f"PLATFORM_LANDING ({landing}) does not exist: point it at the "
                             "folder your collectors write <source_partition>/*.jsonl files to")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from jobs.ingest.landing import landing_files
+from jobs.ingest.landing import LandingFolder, landing_files
 from jobs.settings import PlatformSettings
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
@@ -46,7 +46,7 @@ class LandingCursor:
         return json.dumps({"newest_ns": self.newest_ns, "recent": sorted(self.recent)})
 
 
-def finished_files(landing: Path, settle_ms: int) -> dict[str, int]:
+def finished_files(landing: LandingFolder | Path, settle_ms: int) -> dict[str, int]:
     """``<partition>/<name>.jsonl`` -> modification time (ns) of the files ingest would take
     now (``.tmp`` files and half-written ones are in flight)."""
     return landing_files(landing, settle_ms)[0]
@@ -78,7 +78,7 @@ def run_key(new_files: list[str]) -> str:
                     "folder; one run per set of new files.")
 def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource):
     settings = platform.settings()
-    landing = settings.landing_dir
+    landing = LandingFolder(settings.landing)
     cursor = LandingCursor.parse(context.cursor)
     new, after = scan(finished_files(landing, settings.landing_settle_ms), cursor)
     if not new:

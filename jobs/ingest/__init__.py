@@ -41,7 +41,13 @@ from jobs.ingest.batch import (
     IngestRules,
     batch_rows,
 )
-from jobs.ingest.landing import EMPTY_SHA256, LandedFile, list_landing, sha256_prefix
+from jobs.ingest.landing import (
+    EMPTY_SHA256,
+    LandedFile,
+    LandingFolder,
+    list_landing,
+    sha256_prefix,
+)
 from jobs.ingest.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
 from jobs.progress import heartbeat
 from jobs.settings import PlatformSettings
@@ -116,7 +122,7 @@ class Ingestor:
         self.spark = spark
         self.settings = settings
         self.progress = progress
-        self.landing = settings.landing_dir
+        self.landing = LandingFolder(settings.landing)
         self.log = IngestLog(Files(spark), settings.warehouse)
         self.rules = IngestRules(settings.ingest_clock, settings.max_future_ms,
                                  settings.max_past_ms, settings.max_line_bytes,
@@ -200,7 +206,7 @@ class Ingestor:
                         **_shape(data))
 
     def _read(self, landed: LandedFile) -> bytes:
-        with (self.landing / landed.name).open("rb") as handle:
+        with self.landing.open(landed.name) as handle:
             return handle.read(landed.size)
 
     def _plan(self) -> tuple[Plan | None, int, bool]:

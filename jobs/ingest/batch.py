@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.ingest.landing import read_range
+from jobs.ingest.landing import LandingFolder, read_range
 from jobs.ingest.log import CHANGED, DUPLICATE, Plan
 from jobs.ingest.parsing import ParsedEvent, Rejection, check_event_time_bounds, parse_line
 from operators.pipeline import WatermarkSpec
@@ -116,7 +116,7 @@ def _split_lines(raw: bytes) -> list[bytes]:
     return chunks
 
 
-def read_lines(landing: Path, plan: Plan, rules: IngestRules) -> list[_Line]:
+def read_lines(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) -> list[_Line]:
     """Every line of the plan's file parts, parsed, with its ingest clock."""
     clock_field = rules.clock_field
     stamp_limit = plan.planned_at_ms + rules.max_future_ms
@@ -165,7 +165,7 @@ def read_lines(landing: Path, plan: Plan, rules: IngestRules) -> list[_Line]:
     return lines
 
 
-def batch_rows(landing: Path, plan: Plan, rules: IngestRules) -> BatchRows:
+def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) -> BatchRows:
     """The plan's lines in arrival order: good records with their ingest time and watermark,
     bad lines with their reason."""
     lines = read_lines(landing, plan, rules)

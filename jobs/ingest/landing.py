@@ -5,6 +5,12 @@ that does not end with a newline and changed within ``settle_ms`` may still be b
 it waits for a later ingest (once settled it is taken as it is, and a cut-off last line is
 quarantined as malformed). The landing sensor uses the same rule, so it never launches a run
 for a file ingest would leave.
+
+The folder is a local path or a URI (``s3a://``, ``s3://``, ``gs://``, ``abfss://``,
+``hdfs://``): a remote one is listed and read through Apache Arrow's filesystems (the same
+object-store clients ``deltalake`` uses, credentials and endpoint from the standard
+environment variables, e.g. ``AWS_ACCESS_KEY_ID`` and ``AWS_ENDPOINT_URL``), so ingest needs no
+local copy. The driver reads the landed bytes either way; see docs/operations.md.
 """
 
 from __future__ import annotations
@@ -12,8 +18,12 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from jobs import storage
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -30,65 +40,137 @@ class LandedFile:
         return self.name.split("/", 1)[0]
 
 
-def list_landing(landing: Path, settle_ms: int) -> tuple[list[LandedFile], int]:
+class LandingFolder:
+    """Where collectors land files: a local folder, or a remote one behind a URI."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = str(location)
+        if storage.is_local(self.location):
+            self._filesystem = None
+            self._root = str(storage.local_path(self.location))
+        else:
+            from pyarrow import fs
+
+            self._filesystem, root = fs.FileSystem.from_uri(_arrow_uri(self.location))
+            self._root = root.rstrip("/")
+
+    def __str__(self) -> str:
+        return self.location
+
+    def _path(self, name: str) -> str:
+        return f"{self._root}/{name}"
+
+    def exists(self) -> bool:
+        if self._filesystem is None:
+            return Path(self._root).exists()
+        from pyarrow import fs
+
+        return self._filesystem.get_file_info(self._root).type != fs.FileType.NotFound
+
+    def _entries(self, folder: str = "") -> Iterator[tuple[str, bool, int, int]]:
+        """(name, is a file, size, modification time in ns) of what is directly in
+        ``folder`` (the root if empty); nothing if it is not there (anymore)."""
+        path = self._path(folder) if folder else self._root
+        if self._filesystem is None:
+            try:
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        try:
+                            if entry.is_dir():
+                                yield entry.name, False, 0, 0
+                            elif entry.is_file():
+                                status = entry.stat()
+                                yield entry.name, True, status.st_size, status.st_mtime_ns
+                        except FileNotFoundError:  # renamed or removed while we looked
+                            continue
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            return
+        from pyarrow import fs
+
+        try:
+            infos = self._filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+        except NotADirectoryError:
+            return
+        for info in infos:
+            if info.type == fs.FileType.Directory:
+                yield info.base_name, False, 0, 0
+            elif info.type == fs.FileType.File:
+                yield info.base_name, True, info.size or 0, info.mtime_ns or 0
+
+    def open(self, name: str) -> BinaryIO:
+        """A landed file (``<partition>/<file>``) for reading, seekable."""
+        if self._filesystem is None:
+            return open(self._path(name), "rb")  # noqa: SIM115 - the caller closes it
+        try:
+            return self._filesystem.open_input_file(self._path(name))
+        except OSError as error:  # Arrow's messages do not carry the file name
+            if error.filename is None:
+                error.filename = self.location.rstrip("/") + "/" + name
+            raise
+
+
+def _arrow_uri(location: str) -> str:
+    """Arrow spells Hadoop's ``s3a://`` as ``s3://``."""
+    return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
+
+
+def _landing(landing: LandingFolder | str | Path) -> LandingFolder:
+    return landing if isinstance(landing, LandingFolder) else LandingFolder(landing)
+
+
+def list_landing(landing: LandingFolder | str | Path, settle_ms: int
+                 ) -> tuple[list[LandedFile], int]:
     """The finished landing files (sorted by name) and how many look half-written."""
-    if not landing.is_dir():
-        return [], 0
+    landing = _landing(landing)
     finished: list[LandedFile] = []
     deferred = 0
-    now = time.time()
-    with os.scandir(landing) as partitions:
-        folders = sorted(entry.name for entry in partitions if entry.is_dir())
+    now_ns = time.time_ns()
+    folders = sorted(name for name, is_file, _, _ in landing._entries() if not is_file)
     for folder in folders:
-        try:
-            entries = list(os.scandir(landing / folder))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            if not entry.name.endswith(".jsonl"):
+        for name, is_file, size, mtime_ns in landing._entries(folder):
+            if not is_file or not name.endswith(".jsonl"):
                 continue
+            landed = LandedFile(f"{folder}/{name}", size, mtime_ns)
             try:
-                if not entry.is_file():
-                    continue
-                status = entry.stat()
-                if status.st_size and (now - status.st_mtime) * 1000 < settle_ms \
-                        and not _ends_with_newline(Path(entry.path)):
+                if size and (now_ns - mtime_ns) / 1e6 < settle_ms \
+                        and not _ends_with_newline(landing, landed.name):
                     deferred += 1
                     continue
             except FileNotFoundError:  # renamed or removed while we looked
                 continue
-            finished.append(LandedFile(f"{folder}/{entry.name}", status.st_size,
-                                       status.st_mtime_ns))
+            finished.append(landed)
     finished.sort(key=lambda f: f.name)
     return finished, deferred
 
 
-def landing_files(landing: Path, settle_ms: int) -> tuple[dict[str, int], int]:
+def landing_files(landing: LandingFolder | str | Path, settle_ms: int
+                  ) -> tuple[dict[str, int], int]:
     """``<partition>/<name>.jsonl`` -> modification time (ns) of the finished files, and how
     many look half-written (the landing sensor's view)."""
     files, deferred = list_landing(landing, settle_ms)
     return {f.name: f.mtime_ns for f in files}, deferred
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
+def _ends_with_newline(landing: LandingFolder, name: str) -> bool:
+    with landing.open(name) as handle:
         handle.seek(-1, 2)
         return handle.read(1) == b"\n"
 
 
-def read_range(landing: Path, name: str, offset: int, size: int) -> bytes:
+def read_range(landing: LandingFolder | str | Path, name: str, offset: int, size: int) -> bytes:
     """The bytes ``[offset, size)`` of a landing file: exactly what a plan recorded, even if
     the file grew since."""
-    with (landing / name).open("rb") as handle:
+    with _landing(landing).open(name) as handle:
         handle.seek(offset)
         return handle.read(size - offset)
 
 
-def sha256_prefix(landing: Path, name: str, size: int) -> str:
+def sha256_prefix(landing: LandingFolder | str | Path, name: str, size: int) -> str:
     """The SHA-256 of the first ``size`` bytes of a landing file."""
     digest = hashlib.sha256()
     remaining = size
-    with (landing / name).open("rb") as handle:
+    with _landing(landing).open(name) as handle:
         while remaining > 0:
             chunk = handle.read(min(1 << 20, remaining))
             if not chunk:

@@ -54,14 +54,24 @@ class ObjectStore:
             pass
         return f"s3a://{name}"
 
-    def keys(self, bucket: str, prefix: str) -> list[str]:
-        """Every object under ``prefix``, through the S3 API (boto3, which moto depends on)."""
-        import boto3
+    def _client(self):
+        import boto3  # a moto dependency
 
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                              aws_access_key_id="testing", aws_secret_access_key="testing")
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def keys(self, bucket: str, prefix: str) -> list[str]:
+        """Every object under ``prefix``, through the S3 API."""
+        pages = self._client().get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                          Prefix=prefix)
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+    def upload(self, folder: Path, bucket: str, prefix: str) -> str:
+        """Every file under ``folder`` to ``s3a://<bucket>/<prefix>/<relative path>``."""
+        client = self._client()
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(folder)}")
+        return f"s3a://{bucket}/{prefix}"
 
     def stop(self) -> None:
         if self.process.poll() is None:

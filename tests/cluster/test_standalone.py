@@ -1,12 +1,13 @@
 """The same jobs on a real Spark standalone cluster (master and two workers on loopback), with
-the warehouse (tables and the live stream's checkpoint) in a real S3-compatible server on
-loopback, give the same tables as local mode on local disk, row for row, with the project's
-code shipped by the platform to workers that do not have it installed.
+the landing folder and the warehouse (tables and the live stream's checkpoint) in a real
+S3-compatible server on loopback, give the same tables as local mode on local disk, row for
+row, with the project's code shipped by the platform to workers that do not have it installed.
 
 One run covers both the cluster and the object store, as a team that outgrows one machine
 deploys them: Spark's S3A connector (``hadoop-aws``, resolved from Maven Central like any
-``spark.jars.packages``) on the driver and the executors, ``deltalake`` for the driver-side
-writes, credentials and endpoint from the environment only."""
+``spark.jars.packages``) on the driver and the executors, Arrow's S3 client for the landing
+files and ``deltalake`` for the driver-side writes, credentials and endpoint from the
+environment only."""
 
 from __future__ import annotations
 
@@ -84,12 +85,13 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
     # the cluster: a driver process of its own, its Python workers without the project; the
     # warehouse in the object store
     warehouse = f"{object_store.create_bucket('platform')}/warehouse"
+    remote_landing = object_store.upload(landing, "platform", "landing")
     spark_conf = {"spark.executor.memory": "1g", "spark.cores.max": "2",
                   **object_store.spark_conf()}
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("PLATFORM_", "AWS_")) and k != "PYTHONPATH"}
     environment.update(object_store.environment())
-    environment.update(PLATFORM_HOME=str(tmp_path / "remote"), PLATFORM_LANDING=str(landing),
+    environment.update(PLATFORM_HOME=str(tmp_path / "remote"), PLATFORM_LANDING=remote_landing,
                        PLATFORM_WAREHOUSE=warehouse, PLATFORM_SPARK_MASTER=cluster.master_url,
                        PLATFORM_SPARK_CONF=",".join(f"{k}={v}" for k, v in spark_conf.items()),
                        PYSPARK_PYTHON=str(cluster.worker_python))

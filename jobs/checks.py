@@ -116,15 +116,20 @@ def check_pipeline_mark(settings: PlatformSettings, *, remember: bool) -> None:
     the same tables (a range backfill replaces only its own days). The first command that
     runs against a warehouse records its pipeline (``remember``); a later command with
     another one is refused."""
-    if not storage.is_local(settings.warehouse):
-        return
-    mark = storage.local_path(storage.join(settings.warehouse, *PIPELINE_MARK))
+    mark = storage.join(settings.warehouse, *PIPELINE_MARK)
     wanted = {"fingerprint": fingerprint(settings.pipeline),
               "pipeline": str(settings.pipeline_path)}
-    if mark.is_file():
+    try:
+        text = storage.read_small_text(mark)
+    except OSError as error:
+        if not storage.is_local(mark):  # credentials, endpoint, network: say which
+            raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}): cannot read "
+                                f"{mark}: {error}") from None
+        text = ""  # unreadable here: not a record this pipeline wrote
+    if text is not None:
         try:
-            found = json.loads(mark.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            found = json.loads(text)
+        except ValueError:
             found = {}
         if found.get("fingerprint") != wanted["fingerprint"]:
             raise SettingsError(
@@ -136,20 +141,17 @@ def check_pipeline_mark(settings: PlatformSettings, *, remember: bool) -> None:
                 "backfill)")
         return
     if remember:
-        mark.parent.mkdir(parents=True, exist_ok=True)
-        mark.write_text(json.dumps(wanted), encoding="utf-8")
+        storage.write_small_text(mark, json.dumps(wanted))
 
 
 def check_checkpoint(checkpoint: str, spec: PipelineSpec, buckets: int) -> None:
     """A live checkpoint holds state in one pipeline's shape (``<checkpoint>/platform/
     stream.json``, written by the live stream): refuse another pipeline's before Spark reads
     it. The stream checks again itself (remote checkpoints, Dagster runs)."""
-    if not storage.is_local(checkpoint):
+    text = storage.read_small_text(storage.join(checkpoint, "platform", "stream.json"))
+    if text is None:
         return
-    location = storage.local_path(checkpoint) / "platform" / "stream.json"
-    if not location.is_file():
-        return
-    found = json.loads(location.read_text(encoding="utf-8"))
+    found = json.loads(text)
     wanted = {"pipeline": fingerprint(spec), "buckets": buckets}
     if found != wanted:
         raise SettingsError(

@@ -68,6 +68,42 @@ def is_inside(location: str, folder: str) -> bool:
     return inner.startswith(outer.rstrip("/") + "/")
 
 
+def arrow_filesystem(location: str):
+    """Apache Arrow's filesystem for a remote location and the path inside it (Arrow spells
+    Hadoop's ``s3a://`` as ``s3://``); credentials and endpoints come from the standard
+    environment variables (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``AZURE_*``)."""
+    from pyarrow import fs
+
+    uri = "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    return filesystem, path.rstrip("/")
+
+
+def read_small_text(location: str) -> str | None:
+    """A small text file's content, or ``None`` if there is none; no Spark needed, so the
+    command line can check a remote warehouse before it starts a session."""
+    if is_local(location):
+        path = local_path(location)
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    filesystem, path = arrow_filesystem(location)
+    try:
+        with filesystem.open_input_stream(path) as handle:
+            return handle.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def write_small_text(location: str, text: str) -> None:
+    if is_local(location):
+        path = local_path(location)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    filesystem, path = arrow_filesystem(location)
+    with filesystem.open_output_stream(path) as handle:
+        handle.write(text.encode("utf-8"))
+
+
 class Files:
     """Small whole-file reads and writes at a location (local disk or Hadoop FileSystem).
 

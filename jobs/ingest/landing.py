@@ -49,10 +49,7 @@ class LandingFolder:
             self._filesystem = None
             self._root = str(storage.local_path(self.location))
         else:
-            from pyarrow import fs
-
-            self._filesystem, root = fs.FileSystem.from_uri(_arrow_uri(self.location))
-            self._root = root.rstrip("/")
+            self._filesystem, self._root = storage.arrow_filesystem(self.location)
 
     def __str__(self) -> str:
         return self.location
@@ -108,11 +105,6 @@ class LandingFolder:
             if error.filename is None:
                 error.filename = self.location.rstrip("/") + "/" + name
             raise
-
-
-def _arrow_uri(location: str) -> str:
-    """Arrow spells Hadoop's ``s3a://`` as ``s3://``."""
-    return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
 
 
 def _landing(landing: LandingFolder | str | Path) -> LandingFolder:

@@ -1,6 +1,7 @@
-"""A landing folder in an object store (an ``s3a://`` URI, read through Arrow's filesystems) is
-seen exactly as the same files on local disk: the same finished files, sizes and bytes, the
-same half-written file left for later. Against a real S3-compatible server on loopback."""
+"""Locations in an object store, against a real S3-compatible server on loopback: a landing
+folder behind an ``s3a://`` URI (read through Arrow's filesystems) is seen exactly as the same
+files on local disk (the same finished files, sizes and bytes, the same half-written file left
+for later), and a warehouse there keeps its pipeline record as a local one does."""
 
 from __future__ import annotations
 
@@ -80,3 +81,27 @@ def test_a_missing_object_store_landing_is_reported_missing(store, monkeypatch):
     assert list_landing(folder, 0) == ([], 0)
     with pytest.raises(FileNotFoundError, match="no-such-bucket-here/landing/p/x.jsonl"):
         read_range(folder, "p/x.jsonl", 0, 1)
+
+
+def test_a_warehouse_in_the_object_store_keeps_its_pipeline_record(store, monkeypatch,
+                                                                   tmp_path):
+    """The first command records the warehouse's pipeline in the bucket; another pipeline is
+    refused before anything starts, as on local disk."""
+    from jobs.checks import check_pipeline_mark
+    from jobs.settings import PlatformSettings, SettingsError
+
+    for name, value in store.environment().items():
+        monkeypatch.setenv(name, value)
+    store.create_bucket("marks")
+    other = tmp_path / "sessions.yaml"
+    other.write_text("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
+                     "window: {type: session, gap: 4m}\n", encoding="utf-8")
+    env = {"PLATFORM_HOME": str(tmp_path / "home"),
+           "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
+    demo = PlatformSettings.from_env(env)
+    check_pipeline_mark(demo, remember=True)
+    assert store.keys("marks", "warehouse/_platform/")
+    check_pipeline_mark(demo, remember=True)  # the same pipeline again: fine
+    with pytest.raises(SettingsError, match="is not the pipeline the warehouse"):
+        check_pipeline_mark(PlatformSettings.from_env({**env, "PLATFORM_PIPELINE": str(other)}),
+                            remember=True)

@@ -93,7 +93,11 @@ def check_landing(settings: PlatformSettings) -> None:
     from jobs.ingest.landing import LandingFolder
 
     landing = LandingFolder(settings.landing)
-    if not landing.exists():
+    try:
+        exists = landing.exists()
+    except OSError as error:  # an object store's credentials, endpoint or network
+        raise SettingsError(f"PLATFORM_LANDING ({landing}) cannot be read: {error}") from None
+    if not exists:
         raise SettingsError(f"PLATFORM_LANDING ({landing}) does not exist: point it at the "
                             "folder your collectors write <source_partition>/*.jsonl files to")
 
@@ -148,7 +152,10 @@ def check_checkpoint(checkpoint: str, spec: PipelineSpec, buckets: int) -> None:
     """A live checkpoint holds state in one pipeline's shape (``<checkpoint>/platform/
     stream.json``, written by the live stream): refuse another pipeline's before Spark reads
     it. The stream checks again itself (remote checkpoints, Dagster runs)."""
-    text = storage.read_small_text(storage.join(checkpoint, "platform", "stream.json"))
+    try:
+        text = storage.read_small_text(storage.join(checkpoint, "platform", "stream.json"))
+    except OSError as error:
+        raise SettingsError(f"--checkpoint ({checkpoint}) cannot be read: {error}") from None
     if text is None:
         return
     found = json.loads(text)

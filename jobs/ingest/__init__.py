@@ -307,6 +307,8 @@ def ingest(spark: SparkSession | None, settings: PlatformSettings,
 
 
 def _unreadable(error: OSError) -> str:
+    if error.filename is None:  # an object store's listing: its message names the place
+        return f"cannot read the landing folder: {error}; nothing was ingested"
     return (f"cannot read the landing file {error.filename}: {error.strerror or error}; "
             "nothing was ingested (fix its permissions, then run ingest again)")
 

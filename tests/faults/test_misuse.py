@@ -145,6 +145,12 @@ CASES = {
                                      ["PLATFORM_PIPELINE", "is a directory"]),
     "pipeline file missing": (["backfill"], {"PLATFORM_PIPELINE": "{tmp}/pipeline.yml"},
                               ["PLATFORM_PIPELINE", "pipeline.yml"]),
+    "landing in an object store that does not answer": (
+        ["ingest"], {"PLATFORM_LANDING": "s3a://platform-landing/in",
+                     "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ALLOW_HTTP": "true",
+                     "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
+                     "AWS_REGION": "us-east-1"},
+        ["PLATFORM_LANDING (s3a://platform-landing/in) cannot be read", "Could not connect"]),
     "landing folder is a file": (["ingest"], {"PLATFORM_LANDING": ("file", "landing")},
                                  ["PLATFORM_LANDING", "is a file, not a folder"]),
     "home is a file": (["ingest"], {"PLATFORM_HOME": ("file", "home-file")},

@@ -27,8 +27,8 @@ from jobs.delta_io import retry_conflicts
 
 
 def delta_uri(location: str) -> str:
-    """delta-rs spells Hadoop's ``s3a://`` as ``s3://``."""
-    return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
+    """The table's location as delta-rs takes it (:func:`jobs.storage.object_store_uri`)."""
+    return storage.object_store_uri(location)
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

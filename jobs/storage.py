@@ -68,14 +68,19 @@ def is_inside(location: str, folder: str) -> bool:
     return inner.startswith(outer.rstrip("/") + "/")
 
 
+def object_store_uri(location: str) -> str:
+    """The URI the native object-store clients (delta-rs, Arrow) take: they spell Hadoop's
+    ``s3a://`` as ``s3://``; anything else is the same."""
+    return "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
+
+
 def arrow_filesystem(location: str):
-    """Apache Arrow's filesystem for a remote location and the path inside it (Arrow spells
-    Hadoop's ``s3a://`` as ``s3://``); credentials and endpoints come from the standard
-    environment variables (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``AZURE_*``)."""
+    """Apache Arrow's filesystem for a remote location and the path inside it; credentials
+    and endpoints come from the standard environment variables (``AWS_*``,
+    ``GOOGLE_APPLICATION_CREDENTIALS``, ``AZURE_*``)."""
     from pyarrow import fs
 
-    uri = "s3://" + location[len("s3a://"):] if location.startswith("s3a://") else location
-    filesystem, path = fs.FileSystem.from_uri(uri)
+    filesystem, path = fs.FileSystem.from_uri(object_store_uri(location))
     return filesystem, path.rstrip("/")
 
 

@@ -93,6 +93,13 @@ class PlatformSettings(BaseSettings):
     landing_settle_ms: Duration = Field(60_000, gt=0, validation_alias="PLATFORM_LANDING_SETTLE",
         description="A file without a final newline that changed more recently than this "
                     "may still be being written: ingest leaves it for later")
+    ingest_reader: Literal["auto", "driver", "spark"] = Field("auto",
+        description="Who reads and parses landing files: 'driver' (this process), 'spark' "
+                    "(the executors), or 'auto': the executors for a batch of at least "
+                    "PLATFORM_INGEST_SPARK_MIN_BYTES from an object store on a cluster")
+    ingest_spark_min_bytes: int = Field(64 << 20, ge=0,
+        description="Smallest batch 'auto' hands to the executors (smaller ones are read "
+                    "faster by the driver than a Spark job starts)")
     # -- partitions and time ----------------------------------------------------------------------
     time_zone: str = Field("UTC",
                            description="Time zone of the daily partitions")

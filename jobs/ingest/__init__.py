@@ -20,7 +20,6 @@ the report and said in the progress output.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from jobs import fast_writes, storage, tables
+from jobs import fast_writes, shipping, storage, tables
+from jobs.ingest import on_spark
 from jobs.ingest.batch import (
     BAD_INGEST_STAMP,
     DUPLICATE_FILE,
@@ -43,10 +43,11 @@ from jobs.ingest.batch import (
 )
 from jobs.ingest.landing import (
     EMPTY_SHA256,
+    FileFacts,
     LandedFile,
     LandingFolder,
+    file_facts,
     list_landing,
-    sha256_prefix,
 )
 from jobs.ingest.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
 from jobs.progress import heartbeat
@@ -118,8 +119,11 @@ class Ingestor:
     """
 
     def __init__(self, spark: SparkSession | None, settings: PlatformSettings,
-                 progress: Callable[[str], None] = print) -> None:
+                 progress: Callable[[str], None] = print,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.spark = spark
+        self.clock_ms = clock_ms
+        """The wall clock a plan records (lines without a collector stamp arrive then)."""
         self.settings = settings
         self.progress = progress
         self.landing = LandingFolder(settings.landing)
@@ -162,6 +166,25 @@ class Ingestor:
             if part.kind == NEW and part.sha256 != EMPTY_SHA256:
                 self.by_hash.setdefault(part.sha256, part.name)
 
+    # -- where the bytes are read --------------------------------------------------------------
+
+    def _on_spark(self, size: int) -> bool:
+        """Whether Spark's executors read and parse ``size`` landing bytes rather than this
+        process (PLATFORM_INGEST_READER; both give the very same rows)."""
+        reader = self.settings.ingest_reader
+        if reader != "auto":
+            return reader == "spark"
+        return (shipping.is_cluster(self.settings.spark_master)
+                and not storage.is_local(self.settings.landing)
+                and size >= self.settings.ingest_spark_min_bytes)
+
+    def _spark(self) -> SparkSession:
+        if self.spark is None:  # a JVM-free ingest meets a batch big enough for the cluster
+            from jobs.spark import spark_for
+
+            self.spark = spark_for(self.settings)
+        return self.spark
+
     # -- planning --------------------------------------------------------------------------------
 
     def _pending(self) -> Plan | None:
@@ -176,38 +199,54 @@ class Ingestor:
         plan, commit = self.plans[last], self.commits[last]
         return max(self.plans) + 1, plan.first_seq + commit.records, commit.end_state
 
-    def _part_for(self, landed: LandedFile) -> FilePart | None:
+    def _needs_look(self, landed: LandedFile) -> bool:
+        """Whether a landed file may hold bytes no batch took (a new or changed file)."""
+        part = self.known.get(landed.name)
+        return part is None or (landed.size, landed.mtime_ns) not in (
+            (part.size, part.mtime_ns), self.verified.get(landed.name))
+
+    def _part_for(self, landed: LandedFile, facts: FileFacts) -> FilePart | None:
         """The part of a landed file a new batch takes, or None when nothing is new."""
         part = self.known.get(landed.name)
-        data = None if part is not None else self._read(landed)
+        shape = {"lines": facts.lines, "complete": facts.complete}
         if part is None:
-            digest = _sha256(data)
-            same = self.by_hash.get(digest) if digest != EMPTY_SHA256 else None
+            same = self.by_hash.get(facts.sha256) if facts.sha256 != EMPTY_SHA256 else None
             if same is not None:
-                return FilePart(landed.name, landed.size, landed.mtime_ns, digest, DUPLICATE,
-                                same_as=same, **_shape(data))
-            return FilePart(landed.name, landed.size, landed.mtime_ns, digest, NEW,
-                            **_shape(data))
-        if (landed.size, landed.mtime_ns) in ((part.size, part.mtime_ns),
-                                              self.verified.get(landed.name)):
-            return None
-        unchanged_prefix = landed.size >= part.size and \
-            sha256_prefix(self.landing, landed.name, part.size) == part.sha256
+                return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256,
+                                DUPLICATE, same_as=same, **shape)
+            return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256, NEW,
+                            **shape)
+        unchanged_prefix = landed.size >= part.size and facts.prefix_sha256 == part.sha256
         if unchanged_prefix and landed.size == part.size:  # touched, not changed
             self.verified[landed.name] = (landed.size, landed.mtime_ns)
             return None
-        data = self._read(landed)
         if unchanged_prefix and part.complete and part.kind != DUPLICATE:
-            return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), APPENDED,
-                            offset=part.size, first_line=part.lines + 1, **_shape(data))
-        return FilePart(landed.name, landed.size, landed.mtime_ns, _sha256(data), CHANGED,
+            return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256, APPENDED,
+                            offset=part.size, first_line=part.lines + 1, **shape)
+        return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256, CHANGED,
                         same_as=f"{landed.name} was {part.size} bytes (sha256 {part.sha256[:12]}) "
                                 f"when ingested, now {landed.size} bytes with other content",
-                        **_shape(data))
+                        **shape)
 
-    def _read(self, landed: LandedFile) -> bytes:
-        with self.landing.open(landed.name) as handle:
-            return handle.read(landed.size)
+    def _facts(self, looks: list[LandedFile]) -> dict[str, FileFacts]:
+        """The facts of the files to look at, read here or by Spark's executors; a file
+        removed meanwhile is left out (it had not landed after all)."""
+        requests = [(f.name, f.size, self.known[f.name].size if f.name in self.known else None)
+                    for f in looks]
+        if self._on_spark(sum(f.size for f in looks)):
+            try:
+                return on_spark.file_facts(self._spark(), self.settings.landing, requests)
+            except OSError as error:
+                raise LandingReadError(_unreadable(error)) from None
+        facts: dict[str, FileFacts] = {}
+        for name, size, known_size in requests:
+            try:
+                facts[name] = file_facts(self.landing, name, size, known_size)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise LandingReadError(_unreadable(error)) from None
+        return facts
 
     def _plan(self) -> tuple[Plan | None, int, bool]:
         """The batch to run, how many files wait, and whether it is a planned one that did not
@@ -222,13 +261,12 @@ class Ingestor:
             raise LandingReadError(_unreadable(error)) from None
         parts: list[FilePart] = []
         hashes: dict[str, str] = {}
-        for landed_file in landed:
-            try:
-                part = self._part_for(landed_file)
-            except FileNotFoundError:  # removed while we looked: not landed after all
+        looks = [landed_file for landed_file in landed if self._needs_look(landed_file)]
+        facts = self._facts(looks) if looks else {}
+        for landed_file in looks:
+            if landed_file.name not in facts:
                 continue
-            except OSError as error:
-                raise LandingReadError(_unreadable(error)) from None
+            part = self._part_for(landed_file, facts[landed_file.name])
             if part is None:
                 continue
             if part.kind == NEW and part.sha256 != EMPTY_SHA256:
@@ -242,7 +280,7 @@ class Ingestor:
         if not parts:
             return None, deferred, False
         batch_id, first_seq, state = self._next_position()
-        plan = Plan(batch_id, tuple(parts), first_seq, int(time.time() * 1000), state)
+        plan = Plan(batch_id, tuple(parts), first_seq, self.clock_ms(), state)
         try:
             self.log.create_plan(plan)
         except FileExistsError:
@@ -266,24 +304,38 @@ class Ingestor:
             self.progress(f"ingest: batch {plan.batch_id} was planned but not committed (a "
                           "crash); running it again")
         parse_started = time.monotonic()
+        size = sum(part.size - part.offset for part in plan.files)
         with heartbeat(self.progress, f"ingest: batch {plan.batch_id}, {len(plan.files)} files"):
-            rows = batch_rows(self.landing, plan, self.rules)
-            append_started = time.monotonic()
-            self._append(plan, rows)
+            if self._on_spark(size):
+                commit = self._run_on_spark(plan)
+                append_started = parse_started
+            else:
+                rows = batch_rows(self.landing, plan, self.rules)
+                append_started = time.monotonic()
+                self._append(plan, rows)
+                commit = Commit(plan.batch_id, len(rows.good), len(rows.bad), rows.end_state,
+                                rows.reasons, rows.watermark_ms)
         self.timings = {"plan": parse_started - started,
                         "parse": append_started - parse_started,
                         "append": time.monotonic() - append_started}
-        commit = Commit(plan.batch_id, len(rows.good), len(rows.bad), rows.end_state,
-                        rows.reasons, rows.watermark_ms)
         self.log.write_commit(commit)
         self.commits[plan.batch_id] = commit
         kinds = [p.kind for p in plan.files]
-        report = IngestReport(plan.batch_id, len(plan.files), len(rows.good), len(rows.bad),
-                              rows.reasons, resumed, rows.watermark_ms, deferred,
-                              kinds.count(APPENDED), kinds.count(CHANGED), plan.first_seq,
-                              time.monotonic() - started, dict(self.timings))
+        report = IngestReport(plan.batch_id, len(plan.files), commit.records,
+                              commit.quarantined, commit.reasons, resumed, commit.watermark_ms,
+                              deferred, kinds.count(APPENDED), kinds.count(CHANGED),
+                              plan.first_seq, time.monotonic() - started, dict(self.timings))
         self.progress(report.summary())
         return report
+
+    def _run_on_spark(self, plan: Plan) -> Commit:
+        """Read, parse and append the batch with Spark's executors (jobs/ingest/on_spark.py)."""
+        settings = self.settings
+        done = on_spark.ingest_batch(
+            self._spark(), settings.landing, plan, self.rules, settings.time_zone,
+            settings.table_path(tables.ARRIVAL_LOG), settings.table_path(tables.QUARANTINE))
+        return Commit(plan.batch_id, done.records, done.quarantined, done.end_state,
+                      done.reasons, done.watermark_ms)
 
     def _append(self, plan: Plan, rows: BatchRows) -> None:
         """The batch's rows into the arrival log and quarantine, from the driver (no Spark
@@ -311,15 +363,6 @@ def _unreadable(error: OSError) -> str:
         return f"cannot read the landing folder: {error}; nothing was ingested"
     return (f"cannot read the landing file {error.filename}: {error.strerror or error}; "
             "nothing was ingested (fix its permissions, then run ingest again)")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _shape(data: bytes) -> dict:
-    """What a later appended part needs to know of this content."""
-    return {"lines": data.count(b"\n"), "complete": not data or data.endswith(b"\n")}
 
 
 def _timestamps(ms: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:

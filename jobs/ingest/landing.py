@@ -170,3 +170,42 @@ def sha256_prefix(landing: LandingFolder | str | Path, name: str, size: int) -> 
             digest.update(chunk)
             remaining -= len(chunk)
     return digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """What planning needs to know of a landed file's first ``size`` bytes: its hash, its
+    shape, and whether it still starts with the bytes an earlier batch ingested."""
+
+    sha256: str
+    lines: int
+    complete: bool
+    """Empty, or ends with a newline."""
+    prefix_sha256: str | None = None
+    """SHA-256 of the first ``known_size`` bytes, when asked and the file is that long."""
+
+
+def file_facts(landing: LandingFolder | str | Path, name: str, size: int,
+               known_size: int | None = None) -> FileFacts:
+    """Read the first ``size`` bytes of a landed file once, in chunks, for its facts."""
+    digest = hashlib.sha256()
+    prefix: str | None = None
+    lines, last, read = 0, b"", 0
+    with _landing(landing).open(name) as handle:
+        while read < size:
+            chunk = handle.read(min(1 << 20, size - read))
+            if not chunk:
+                break
+            if known_size is not None and prefix is None and read + len(chunk) >= known_size:
+                cut = known_size - read
+                digest.update(chunk[:cut])
+                prefix = digest.hexdigest()
+                digest.update(chunk[cut:])
+            else:
+                digest.update(chunk)
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+            read += len(chunk)
+    if known_size == 0:
+        prefix = EMPTY_SHA256
+    return FileFacts(digest.hexdigest(), lines, read == 0 or last == b"\n", prefix)

@@ -84,6 +84,8 @@ def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_en
         assert (ours.records, ours.quarantined, ours.reasons, ours.appended, ours.changed) == \
             (theirs.records, theirs.quarantined, theirs.reasons, theirs.appended, theirs.changed)
     assert spark_reports[1].appended == 1 and spark_reports[1].changed == 1
+    assert all(r.on_executors for r in spark_reports)
+    assert not any(r.on_executors for r in driver_reports)
     for name, order in ((tables.ARRIVAL_LOG, ["arrival_seq"]),
                         (tables.QUARANTINE, ["ingest_batch", "source_file", "line_number"])):
         expected = _rows(spark, driver, name, order)

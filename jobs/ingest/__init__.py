@@ -91,6 +91,8 @@ class IngestReport:
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent planning, parsing and appending."""
+    on_executors: bool = False
+    """Read and parsed by Spark's executors (PLATFORM_INGEST_READER), not by this process."""
 
     def summary(self) -> str:
         if self.batch_id is None:
@@ -106,7 +108,8 @@ class IngestReport:
                       f"quarantined as {FILE_CHANGED})")
         took = " (" + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()) + ")" \
             if self.timings else ""
-        return (f"ingest: {verb} batch {self.batch_id}: {self.files} files, "
+        where = " (read by Spark's executors)" if self.on_executors else ""
+        return (f"ingest: {verb} batch {self.batch_id}{where}: {self.files} files, "
                 f"{self.records} records, {self.quarantined} quarantined {self.reasons}"
                 f"{extra}{waiting}{took}")
 
@@ -304,10 +307,10 @@ class Ingestor:
             self.progress(f"ingest: batch {plan.batch_id} was planned but not committed (a "
                           "crash); running it again")
         parse_started = time.monotonic()
-        size = sum(part.size - part.offset for part in plan.files)
+        on_executors = self._on_spark(sum(part.size - part.offset for part in plan.files))
         with heartbeat(self.progress, f"ingest: batch {plan.batch_id}, {len(plan.files)} files"):
-            if self._on_spark(size):
-                commit = self._run_on_spark(plan)
+            if on_executors:
+                commit, phases = self._run_on_spark(plan)
                 append_started = parse_started
             else:
                 rows = batch_rows(self.landing, plan, self.rules)
@@ -315,27 +318,28 @@ class Ingestor:
                 self._append(plan, rows)
                 commit = Commit(plan.batch_id, len(rows.good), len(rows.bad), rows.end_state,
                                 rows.reasons, rows.watermark_ms)
-        self.timings = {"plan": parse_started - started,
-                        "parse": append_started - parse_started,
-                        "append": time.monotonic() - append_started}
+                phases = {"parse": append_started - parse_started,
+                          "append": time.monotonic() - append_started}
+        self.timings = {"plan": parse_started - started, **phases}
         self.log.write_commit(commit)
         self.commits[plan.batch_id] = commit
         kinds = [p.kind for p in plan.files]
         report = IngestReport(plan.batch_id, len(plan.files), commit.records,
                               commit.quarantined, commit.reasons, resumed, commit.watermark_ms,
                               deferred, kinds.count(APPENDED), kinds.count(CHANGED),
-                              plan.first_seq, time.monotonic() - started, dict(self.timings))
+                              plan.first_seq, time.monotonic() - started, dict(self.timings),
+                              on_executors)
         self.progress(report.summary())
         return report
 
-    def _run_on_spark(self, plan: Plan) -> Commit:
+    def _run_on_spark(self, plan: Plan) -> tuple[Commit, dict[str, float]]:
         """Read, parse and append the batch with Spark's executors (jobs/ingest/on_spark.py)."""
         settings = self.settings
         done = on_spark.ingest_batch(
             self._spark(), settings.landing, plan, self.rules, settings.time_zone,
             settings.table_path(tables.ARRIVAL_LOG), settings.table_path(tables.QUARANTINE))
         return Commit(plan.batch_id, done.records, done.quarantined, done.end_state,
-                      done.reasons, done.watermark_ms)
+                      done.reasons, done.watermark_ms), done.timings
 
     def _append(self, plan: Plan, rows: BatchRows) -> None:
         """The batch's rows into the arrival log and quarantine, from the driver (no Spark

@@ -10,7 +10,8 @@ The folder is a local path or a URI (``s3a://``, ``s3://``, ``gs://``, ``abfss:/
 ``hdfs://``): a remote one is listed and read through Apache Arrow's filesystems (the same
 object-store clients ``deltalake`` uses, credentials and endpoint from the standard
 environment variables, e.g. ``AWS_ACCESS_KEY_ID`` and ``AWS_ENDPOINT_URL``), so ingest needs no
-local copy. The driver reads the landed bytes either way; see docs/operations.md.
+local copy. The same class reads on the driver or on Spark's executors
+(``PLATFORM_INGEST_READER``, jobs/ingest/on_spark.py); see docs/operations.md.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ too, so the driver never reads a landed byte.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 import pandas as pd
@@ -117,6 +118,8 @@ class SparkBatch:
     reasons: dict[str, int]
     end_state: dict
     watermark_ms: int
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent reading and parsing (executors), ordering (driver), appending."""
 
 
 def _marker(parsed: ParsedEvent, rules: IngestRules) -> str | None:
@@ -265,15 +268,18 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
     """Read, parse, order and append one planned batch with Spark doing the bulk."""
     from jobs.ingest import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA
 
+    started = time.monotonic()
     parsed = _parsed_lines(spark, landing, plan, rules).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         small = parsed.select(*_SMALL_COLUMNS).toArrow().to_pylist()
+        read = time.monotonic()
         punctuation = rules.watermark.punctuation_field \
             if rules.watermark.strategy == "punctuated" else None
         lines = [_line_of(row, punctuation) for row in small]
         del small
         arrivals, summary = _arrivals_table(lines, plan, rules, time_zone)
         del lines
+        ordered = time.monotonic()
         assigned = spark.createDataFrame(arrivals).withColumnsRenamed(
             {"reason": "a_reason", "detail": "a_detail"})
         joined = parsed.join(assigned, ["source_file", "line_number"])
@@ -285,6 +291,8 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
                     "ingest-quarantine", plan.batch_id)
     finally:
         parsed.unpersist()
+    summary.timings = {"read and parse": read - started, "order": ordered - read,
+                       "append": time.monotonic() - ordered}
     return summary
 
 

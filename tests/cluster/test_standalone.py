@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = GeneratorConfig(seed=31, events=3_000, keys=40, duration_ms=2 * 86_400_000,
+                       flush_interval_ms=2 * 3_600_000,  # 48 files: fewer object-store trips
                        producers=2)
 
 
@@ -93,6 +94,7 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
     environment.update(object_store.environment())
     environment.update(PLATFORM_HOME=str(tmp_path / "remote"), PLATFORM_LANDING=remote_landing,
                        PLATFORM_WAREHOUSE=warehouse, PLATFORM_SPARK_MASTER=cluster.master_url,
+                       PLATFORM_INGEST_READER="spark",
                        PLATFORM_SPARK_CONF=",".join(f"{k}={v}" for k, v in spark_conf.items()),
                        PYSPARK_PYTHON=str(cluster.worker_python))
     output = tmp_path / "remote-tables"
@@ -102,7 +104,10 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                             timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     print("\n".join(line for line in result.stderr.splitlines() if line.startswith("drive:")))
+    print("\n".join(line for line in result.stdout.splitlines() if line.startswith("ingest:")))
 
+    # the workers read and parsed the landing files in the object store
+    assert "read by Spark's executors" in result.stdout, result.stdout[-2000:]
     import_error = (output / "import_error.txt").read_text()
     assert "no_such_module_for_the_test on " in import_error
     assert "ModuleNotFoundError" in import_error

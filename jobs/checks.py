@@ -17,6 +17,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 
+from deltalake.exceptions import DeltaError
+
 from jobs import fast_writes, storage
 from jobs.settings import PlatformSettings, SettingsError
 from operators.pipeline import PipelineSpec
@@ -106,9 +108,12 @@ def check_ingested(settings: PlatformSettings) -> None:
     """A backfill or a live run over a warehouse that has no arrival log yet has nothing to
     compute from: usually ingest has not run, or ``PLATFORM_WAREHOUSE`` names another
     folder."""
-    if not storage.is_local(settings.warehouse):
-        return
-    if not fast_writes.table_exists(settings.table_path("arrival_log")):
+    try:
+        ingested = fast_writes.table_exists(settings.table_path("arrival_log"))
+    except (OSError, DeltaError) as error:  # credentials, endpoint, network: say which
+        raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}) cannot be read: "
+                            f"{storage.describe_error(error)}") from None
+    if not ingested:
         raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}) has no arrival log "
                             "yet: run `python -m jobs ingest` first, or point "
                             "PLATFORM_WAREHOUSE at the warehouse you ingested into")

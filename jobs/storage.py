@@ -189,3 +189,21 @@ class Files:
             return
         path, fs = self._fs(location)
         fs.delete(path, False)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_S3_CODE = re.compile(r"<Code>([^<]*)</Code>\s*<Message>([^<]*)</Message>")
+
+
+def describe_error(error: BaseException, limit: int = 400) -> str:
+    """An object-store client's error in one line: ``deltalake`` chains its causes over
+    coloured, indented lines and ends with the server's XML; a person needs the chain's
+    words and the S3 error code."""
+    text = _ANSI.sub("", str(error)) or repr(error)
+    code = _S3_CODE.search(text)
+    text = _S3_CODE.sub("", text.split("<?xml", 1)[0])
+    parts = [part.strip(" \n↳") for part in text.splitlines()]
+    line = ": ".join(part for part in parts if part)
+    if code:
+        line += f": {code.group(1)} ({code.group(2)})"
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -105,3 +105,28 @@ def test_a_warehouse_in_the_object_store_keeps_its_pipeline_record(store, monkey
     with pytest.raises(SettingsError, match="is not the pipeline the warehouse"):
         check_pipeline_mark(PlatformSettings.from_env({**env, "PLATFORM_PIPELINE": str(other)}),
                             remember=True)
+
+
+def test_an_object_store_warehouse_without_an_arrival_log_is_refused(store, monkeypatch,
+                                                                     tmp_path):
+    """A backfill or a live run that does not ingest needs an arrival log: in a bucket as on
+    local disk, a warehouse without one is named before Spark starts, and one with it passes;
+    a bucket that is not there is reported as unreadable, not as empty."""
+    from jobs import fast_writes
+    from jobs.checks import check_ingested
+    from jobs.ingest import ARRIVAL_SCHEMA
+    from jobs.settings import PlatformSettings, SettingsError
+
+    for name, value in store.environment().items():
+        monkeypatch.setenv(name, value)
+    store.create_bucket("ingested")
+    env = {"PLATFORM_HOME": str(tmp_path / "home"),
+           "PLATFORM_WAREHOUSE": "s3a://ingested/warehouse"}
+    settings = PlatformSettings.from_env(env)
+    with pytest.raises(SettingsError, match=r"\(s3a://ingested/warehouse\) has no arrival log"):
+        check_ingested(settings)
+    fast_writes.append(settings.table_path("arrival_log"), ARRIVAL_SCHEMA.empty_table())
+    check_ingested(settings)
+    with pytest.raises(SettingsError, match=r"cannot be read: .*NoSuchBucket"):
+        check_ingested(PlatformSettings.from_env(
+            {**env, "PLATFORM_WAREHOUSE": "s3a://no-such-bucket/warehouse"}))

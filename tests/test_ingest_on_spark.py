@@ -15,7 +15,7 @@ import pytest
 
 from jobs import tables
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import Ingestor
+from jobs.ingest import Ingestor, on_spark
 from jobs.ingest.batch import RAW_LINE_LIMIT
 from jobs.settings import PlatformSettings
 
@@ -62,10 +62,15 @@ def _rows(spark, settings: PlatformSettings, name: str, order: list[str]) -> lis
         .to_dict("records")
 
 
-def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_env):
+def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_env,
+                                                    monkeypatch):
     runs = {}
-    for reader in ("driver", "spark"):
-        home = tmp_path / reader
+    for run in ("driver", "spark", "spark-quarantine"):
+        reader = run.split("-")[0]
+        # few bad lines are appended by the driver; many, by the executors: both checked
+        monkeypatch.setattr(on_spark, "_DRIVER_QUARANTINE_ROWS",
+                            0 if run == "spark-quarantine" else 200_000)
+        home = tmp_path / run
         settings = PlatformSettings(home=str(home), ingest_reader=reader)
         landing = Path(settings.landing)
         ingestor = Ingestor(spark, settings, progress=lambda _: None,
@@ -75,24 +80,27 @@ def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_en
         _second_batch(landing)
         second = ingestor.run_once()
         assert ingestor.run_once().batch_id is None
-        runs[reader] = (settings, [first, second], ingestor.commits)
+        runs[run] = (settings, [first, second], ingestor.commits)
 
-    (driver, driver_reports, driver_commits), (on_spark, spark_reports, spark_commits) = \
-        runs["driver"], runs["spark"]
-    assert driver_commits == spark_commits  # counts, reasons, watermark state after each batch
-    for ours, theirs in zip(driver_reports, spark_reports, strict=True):
-        assert (ours.records, ours.quarantined, ours.reasons, ours.appended, ours.changed) == \
-            (theirs.records, theirs.quarantined, theirs.reasons, theirs.appended, theirs.changed)
-    assert spark_reports[1].appended == 1 and spark_reports[1].changed == 1
-    assert all(r.on_executors for r in spark_reports)
+    driver, driver_reports, driver_commits = runs.pop("driver")
     assert not any(r.on_executors for r in driver_reports)
-    for name, order in ((tables.ARRIVAL_LOG, ["arrival_seq"]),
-                        (tables.QUARANTINE, ["ingest_batch", "source_file", "line_number"])):
-        expected = _rows(spark, driver, name, order)
-        assert _rows(spark, on_spark, name, order) == expected, name
-    reasons = {row["reason"] for row in _rows(spark, on_spark, tables.QUARANTINE, ["reason"])}
+    for run, (executors, spark_reports, spark_commits) in runs.items():
+        # counts, reasons and the watermark state after each batch
+        assert driver_commits == spark_commits, run
+        for ours, theirs in zip(driver_reports, spark_reports, strict=True):
+            assert (ours.records, ours.quarantined, ours.reasons, ours.appended,
+                    ours.changed) == (theirs.records, theirs.quarantined, theirs.reasons,
+                                      theirs.appended, theirs.changed), run
+        assert spark_reports[1].appended == 1 and spark_reports[1].changed == 1
+        assert all(r.on_executors for r in spark_reports)
+        for name, order in ((tables.ARRIVAL_LOG, ["arrival_seq"]),
+                            (tables.QUARANTINE, ["ingest_batch", "source_file", "line_number"])):
+            expected = _rows(spark, driver, name, order)
+            assert _rows(spark, executors, name, order) == expected, (run, name)
+    executors = runs["spark"][0]
+    reasons = {row["reason"] for row in _rows(spark, executors, tables.QUARANTINE, ["reason"])}
     assert {"invalid_utf8", "duplicate_file", "file_changed_after_ingest",
             "unparsable_event_time"} <= reasons
-    long_line = [row for row in _rows(spark, on_spark, tables.QUARANTINE, ["line_number"])
+    long_line = [row for row in _rows(spark, executors, tables.QUARANTINE, ["line_number"])
                  if row["reason"] == "unparsable_event_time" and "é" in row["raw_line"]]
     assert len(long_line[0]["raw_line"]) == RAW_LINE_LIMIT

@@ -61,6 +61,12 @@ _LINES = pa.schema([("part", pa.int32()), ("source_file", pa.string()),
 _LINES_SCHEMA = ("part int, source_file string, source_partition string, line_number int, "
                  "clock_ms long, reason string, detail string, event_time_ms long, "
                  "marker string, key string, value decimal(38,9), text string")
+_BROADCAST_LINES = 2_000_000
+"""Up to this many lines the driver's assignment (about 40 bytes a line) is broadcast to the
+executors; beyond, it is joined by a shuffle."""
+_DRIVER_QUARANTINE_ROWS = 200_000
+"""Up to this many bad lines a batch's quarantine rows are collected and appended by the
+driver, as the driver path does (one Spark commit less)."""
 _SMALL_COLUMNS = ["part", "source_file", "source_partition", "line_number", "clock_ms",
                   "reason", "detail", "event_time_ms", "marker"]
 
@@ -176,15 +182,16 @@ def _line_of(row: dict, punctuation_field: str | None) -> Line:
 
 def _arrivals_table(lines: list[Line], plan: Plan, rules: IngestRules, time_zone: str
                     ) -> tuple[pa.Table, SparkBatch]:
-    """The driver's sequential walk, as a table keyed by ``(source_file, line_number)``."""
+    """The driver's sequential walk, as a table keyed by ``(part, line_number)``."""
     arrivals = arrive(lines, plan, rules)
+    parts = {part.name: index for index, part in enumerate(plan.files)}
     columns: dict[str, list] = {name: [] for name in (
-        "source_file", "line_number", "arrival_seq", "ingest_time_ms", "watermark_ms",
+        "part", "line_number", "arrival_seq", "ingest_time_ms", "watermark_ms",
         "reason", "detail", "bad_event_time_ms")}
     seq = plan.first_seq
     reasons: dict[str, int] = {}
     for line, clock, verdict in arrivals.ordered:
-        columns["source_file"].append(line.source_file)
+        columns["part"].append(parts[line.source_file])
         columns["line_number"].append(line.line_number)
         columns["ingest_time_ms"].append(clock)
         if isinstance(verdict, Rejection):
@@ -199,7 +206,8 @@ def _arrivals_table(lines: list[Line], plan: Plan, rules: IngestRules, time_zone
             columns[name].append(value)
         seq += 1
     table = pa.table({
-        "source_file": pa.array(columns["source_file"], pa.string()),
+        "part": pa.array(columns["part"], pa.int32()),
+        "arrival_index": pa.array(range(len(columns["part"])), pa.int64()),
         "line_number": pa.array(columns["line_number"], pa.int32()),
         "arrival_seq": pa.array(columns["arrival_seq"], pa.int64()),
         "ingest_time_ms": pa.array(columns["ingest_time_ms"], pa.int64()),
@@ -248,8 +256,8 @@ def _quarantine(joined: DataFrame, batch_id: int) -> DataFrame:
         "line_number", "ingest_time_ms", _timestamp("ingest_time_ms").alias("ingest_time"),
         "ingest_date", F.col("a_reason").alias("reason"), F.col("a_detail").alias("detail"),
         F.col("bad_event_time_ms").alias("event_time_ms"),
-        F.substring("text", 1, RAW_LINE_LIMIT).alias("raw_line"),
-    ).repartition(1).sortWithinPartitions("ingest_time_ms", "source_file", "line_number")
+        F.substring("text", 1, RAW_LINE_LIMIT).alias("raw_line"), "arrival_index",
+    ).repartition(1).sortWithinPartitions("arrival_index")
 
 
 def _append(frame: DataFrame, location: str, schema: pa.Schema, app_id: str,
@@ -266,7 +274,7 @@ def _append(frame: DataFrame, location: str, schema: pa.Schema, app_id: str,
 def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRules,
                  time_zone: str, arrival_log: str, quarantine: str) -> SparkBatch:
     """Read, parse, order and append one planned batch with Spark doing the bulk."""
-    from jobs.ingest import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA
+    from jobs.ingest import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA, quarantine_table
 
     started = time.monotonic()
     parsed = _parsed_lines(spark, landing, plan, rules).persist(StorageLevel.MEMORY_AND_DISK)
@@ -278,17 +286,31 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
         lines = [_line_of(row, punctuation) for row in small]
         del small
         arrivals, summary = _arrivals_table(lines, plan, rules, time_zone)
-        del lines
         ordered = time.monotonic()
         assigned = spark.createDataFrame(arrivals).withColumnsRenamed(
             {"reason": "a_reason", "detail": "a_detail"})
-        joined = parsed.join(assigned, ["source_file", "line_number"])
+        if arrivals.num_rows <= _BROADCAST_LINES:  # no shuffle of the parsed rows
+            assigned = F.broadcast(assigned)
+        del lines
+        joined = parsed.join(assigned, ["part", "line_number"])
         if summary.records or not fast_writes.table_exists(arrival_log):
             _append(_arrival_log(joined, plan.batch_id), arrival_log, ARRIVAL_SCHEMA,
                     "ingest-arrival-log", plan.batch_id)
-        if summary.quarantined or not fast_writes.table_exists(quarantine):
-            _append(_quarantine(joined, plan.batch_id), quarantine, QUARANTINE_SCHEMA,
-                    "ingest-quarantine", plan.batch_id)
+        if summary.quarantined <= _DRIVER_QUARANTINE_ROWS:
+            # a Delta commit from Spark costs about 1.5 s; few bad lines go through deltalake
+            bad = (joined.where(F.col("arrival_seq").isNull())
+                   .select("source_partition", "source_file", "line_number", "ingest_time_ms",
+                           F.col("a_reason").alias("reason"), F.col("a_detail").alias("detail"),
+                           F.col("bad_event_time_ms").alias("event_time_ms"), "text",
+                           "arrival_index")
+                   .toPandas().sort_values("arrival_index"))
+            bad["raw_line"] = bad["text"].str.slice(0, RAW_LINE_LIMIT)
+            if len(bad) or not fast_writes.table_exists(quarantine):
+                fast_writes.append(quarantine, quarantine_table(bad, plan, time_zone),
+                                   app_id="ingest-quarantine", version=plan.batch_id)
+        else:
+            _append(_quarantine(joined, plan.batch_id).drop("arrival_index"), quarantine,
+                    QUARANTINE_SCHEMA, "ingest-quarantine", plan.batch_id)
     finally:
         parsed.unpersist()
     summary.timings = {"read and parse": read - started, "order": ordered - read,

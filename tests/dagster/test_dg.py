@@ -1,0 +1,84 @@
+"""``dg``, Dagster's project command line, works on this project as a user runs it: the
+definitions check, the listing (every asset, check, job, schedule and sensor of
+``workspace.yaml``'s code location) and ``dg dev`` serving them in the webserver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cli
+
+REPO = Path(__file__).resolve().parents[2]
+DG = Path(sys.executable).with_name("dg")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLATFORM_", "DAGSTER_"))}
+    env.update(PLATFORM_HOME=str(tmp_path / "home"), DAGSTER_HOME=str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    (tmp_path / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return env
+
+
+def test_dg_checks_and_lists_the_definitions(tmp_path):
+    env = _env(tmp_path)
+    check = subprocess.run([str(DG), "check", "defs"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert check.returncode == 0, check.stderr[-3000:]
+    assert "All definitions loaded successfully" in check.stdout + check.stderr
+    listed = subprocess.run([str(DG), "list", "defs", "--json"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    defs = json.loads(listed.stdout)
+    assets = {a["asset_key"] for a in defs["assets"]}
+    assert {"landing_files", "arrival_log", "quarantine", "window_results", "late_records",
+            "late_data_metrics"} <= assets
+    checks = {c["key"] for c in defs["asset_checks"]}
+    assert any("late_data_metrics" in key and "rate" in key for key in checks), checks
+    assert "landing_sensor" in {s["name"] for s in defs["sensors"]}
+    assert defs["schedules"] and defs["jobs"]
+
+
+def test_dg_dev_serves_the_project(tmp_path):
+    env = _env(tmp_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "dg-dev.log").open("w")
+    process = subprocess.Popen([str(DG), "dev", "--port", str(port)], cwd=REPO, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        query = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, (tmp_path / "dg-dev.log").read_text()[-3000:]
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/graphql", data=query,
+                    headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    nodes = json.load(answer)["data"]["assetNodes"]
+                if nodes:
+                    break
+            except (OSError, KeyError, TypeError):
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "dg-dev.log").read_text()[-3000:]
+            time.sleep(1)
+        assert ["late_data_metrics"] in [node["assetKey"]["path"] for node in nodes]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()

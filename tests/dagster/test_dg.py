@@ -76,7 +76,7 @@ def test_dg_dev_serves_the_project(tmp_path):
             time.sleep(1)
         assert ["late_data_metrics"] in [node["assetKey"]["path"] for node in nodes]
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C: dg dev stops its code servers
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:

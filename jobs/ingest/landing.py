@@ -96,6 +96,14 @@ class LandingFolder:
             elif info.type == fs.FileType.File:
                 yield info.base_name, True, info.size or 0, info.mtime_ns or 0
 
+    def has(self, name: str) -> bool:
+        """Whether the landed file (``<partition>/<file>``) is there now."""
+        try:
+            with self.open(name):
+                return True
+        except FileNotFoundError:
+            return False
+
     def open(self, name: str) -> BinaryIO:
         """A landed file (``<partition>/<file>``) for reading, seekable."""
         if self._filesystem is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
@@ -105,13 +105,30 @@ def file_facts(spark: SparkSession, landing: str,
 
     frame = _spread(spark, requests, "name string, size long, known_size long")
     found = frame.mapInArrow(facts_of, _FACTS_SCHEMA).toArrow().to_pylist()
+    return facts_from_executors(found, LandingFolder(landing).has, landing)
+
+
+def facts_from_executors(found: list[dict], driver_has: Callable[[str], bool],
+                         landing: str) -> dict[str, FileFacts]:
+    """The executors' rows as facts. A file they did not find is left out only if the driver
+    no longer finds it either (removed meanwhile); one the driver still sees means the
+    executors read other storage than the driver (a local folder on a cluster), and taking it
+    as removed would ingest nothing and report success, so it is an error."""
     facts: dict[str, FileFacts] = {}
+    unseen = []
     for row in found:
         if row["strerror"] is not None:
             raise OSError(row["errno"], row["strerror"], row["filename"])
         if not row["missing"]:
             facts[row["name"]] = FileFacts(row["sha256"], row["lines"], row["complete"],
                                            row["prefix_sha256"])
+        elif driver_has(row["name"]):
+            unseen.append(row["name"])
+    if unseen:
+        raise OSError(f"Spark's executors do not find {len(unseen)} landing files the driver "
+                      f"lists (first: {sorted(unseen)[0]}): PLATFORM_LANDING ({landing}) must "
+                      "be storage every node reaches (an object store, or the same mount on "
+                      "every node), or set PLATFORM_INGEST_READER=driver")
     return facts
 
 

@@ -21,6 +21,7 @@ from jobs.settings import PlatformSettings
 
 pytestmark = pytest.mark.spark
 
+NANOSECONDS = 1_767_225_600_000_123_457  # an event time in ns: too far in the future, kept exact
 PLANNED_AT_MS = 1_767_300_000_000  # 2026-01-01T20:40Z, after every generated stamp
 HISTORY = GeneratorConfig(events=1_500, duration_ms=2 * 3_600_000, keys=6, producers=3,
                           bad_fraction=0.06, flush_interval_ms=900_000)
@@ -37,7 +38,8 @@ def _first_batch(landing: Path) -> None:
         b'\xff\xfe not utf-8\n'
         b'\n'
         + f'{{"key": "k2", "event_time": "x{long_text}", {stamp}}}\n'.encode()
-        + b'{"key": "k3", "event_time": 1767225550000}\n')
+        + b'{"key": "k3", "event_time": 1767225550000}\n'
+        + f'{{"key": "k4", "event_time": {NANOSECONDS}, {stamp}}}\n'.encode())
     (odd / "grows.jsonl").write_text(
         f'{{"key": "g", "event_time": 1767225560000, {stamp}}}\n', encoding="utf-8")
     (odd / "rewritten.jsonl").write_text(
@@ -57,9 +59,9 @@ def _second_batch(landing: Path) -> None:
 
 
 def _rows(spark, settings: PlatformSettings, name: str, order: list[str]) -> list[dict]:
-    frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
-    return frame.sort_values(order).astype(object).where(frame.notna(), None) \
-        .to_dict("records")
+    """Every row as exact Python values (no float64 on the way)."""
+    rows = spark.read.format("delta").load(settings.table_path(name)).toArrow().to_pylist()
+    return sorted(rows, key=lambda row: [row[column] for column in order])
 
 
 def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_env,
@@ -101,6 +103,8 @@ def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_en
     reasons = {row["reason"] for row in _rows(spark, executors, tables.QUARANTINE, ["reason"])}
     assert {"invalid_utf8", "duplicate_file", "file_changed_after_ingest",
             "unparsable_event_time"} <= reasons
+    assert NANOSECONDS in {row["event_time_ms"] for row in _rows(spark, executors,
+                                                                 tables.QUARANTINE, ["reason"])}
     long_line = [row for row in _rows(spark, executors, tables.QUARANTINE, ["line_number"])
                  if row["reason"] == "unparsable_event_time" and "é" in row["raw_line"]]
     assert len(long_line[0]["raw_line"]) == RAW_LINE_LIMIT

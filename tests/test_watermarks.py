@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK
 from operators.watermarks import ArrivalWatermarks, assign_watermarks
+from tests.depth import examples
 
 Record = tuple[str, int, int, dict]
 
@@ -78,14 +79,14 @@ def arrival_logs(draw):
     return spec, records
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(arrival_logs())
 def test_watermarks_match_the_definition(case):
     spec, records = case
     assert assign_watermarks(spec, records) == reference_watermarks(spec, records)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(arrival_logs(), st.data())
 def test_snapshot_and_restore_anywhere_gives_the_same_watermarks(case, data):
     """Ingest runs in batches; restoring the saved state between them must change nothing."""

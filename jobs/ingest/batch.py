@@ -228,6 +228,8 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
                             ("ingest_time_ms", clock), ("watermark_ms", verdict),
                             ("value", parsed.value), ("payload", line.text)):
             good[name].append(value)
-    return BatchRows(pd.DataFrame(good, columns=list(ARRIVAL_COLUMNS)),
-                     pd.DataFrame(bad, columns=list(QUARANTINE_COLUMNS)), arrivals.end_state,
-                     arrivals.watermark_ms)
+    bad_rows = pd.DataFrame(bad, columns=list(QUARANTINE_COLUMNS))
+    # ints beside nulls would become float64 and round event times beyond 2**53
+    bad_rows["event_time_ms"] = pd.Series(bad["event_time_ms"], dtype=object)
+    return BatchRows(pd.DataFrame(good, columns=list(ARRIVAL_COLUMNS)), bad_rows,
+                     arrivals.end_state, arrivals.watermark_ms)

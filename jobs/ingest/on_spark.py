@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from jobs import fast_writes
 from jobs.ingest.batch import (
+    QUARANTINE_COLUMNS,
     RAW_LINE_LIMIT,
     IngestRules,
     Line,
@@ -315,13 +316,17 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
                     "ingest-arrival-log", plan.batch_id)
         if summary.quarantined <= _DRIVER_QUARANTINE_ROWS:
             # a Delta commit from Spark costs about 1.5 s; few bad lines go through deltalake
-            bad = (joined.where(F.col("arrival_seq").isNull())
-                   .select("source_partition", "source_file", "line_number", "ingest_time_ms",
-                           F.col("a_reason").alias("reason"), F.col("a_detail").alias("detail"),
-                           F.col("bad_event_time_ms").alias("event_time_ms"), "text",
-                           "arrival_index")
-                   .toPandas().sort_values("arrival_index"))
-            bad["raw_line"] = bad["text"].str.slice(0, RAW_LINE_LIMIT)
+            found = (joined.where(F.col("arrival_seq").isNull())
+                     .select("source_partition", "source_file", "line_number", "ingest_time_ms",
+                             F.col("a_reason").alias("reason"),
+                             F.col("a_detail").alias("detail"),
+                             F.col("bad_event_time_ms").alias("event_time_ms"),
+                             F.substring("text", 1, RAW_LINE_LIMIT).alias("raw_line"),
+                             "arrival_index")
+                     .toArrow().sort_by("arrival_index"))
+            # Python values, not float64 (event times beyond 2**53 stay exact)
+            bad = pd.DataFrame({name: pd.Series(found.column(name).to_pylist(), dtype=object)
+                                for name in QUARANTINE_COLUMNS})
             if len(bad) or not fast_writes.table_exists(quarantine):
                 fast_writes.append(quarantine, quarantine_table(bad, plan, time_zone),
                                    app_id="ingest-quarantine", version=plan.batch_id)

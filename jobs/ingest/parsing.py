@@ -64,6 +64,8 @@ def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Reje
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH:
         return Rejection(BAD_KEY, f"'key' must be a non-empty string of at most "
                                   f"{MAX_KEY_LENGTH} characters, got {str(key)[:80]!r}")
+    if not _is_utf8(key):  # a lone surrogate escaped in JSON: no table can store it
+        return Rejection(BAD_KEY, f"'key' holds a lone UTF-16 surrogate, got {key[:80]!r}")
     raw_time = record.get("event_time")
     if raw_time is None:
         return Rejection(MISSING_EVENT_TIME, "no 'event_time' field, or it is null")
@@ -83,6 +85,16 @@ def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Reje
             return Rejection(BAD_VALUE, f"'value' does not fit DECIMAL(38, {SCALE})",
                              event_time_ms)
     return ParsedEvent(key=key, event_time_ms=event_time_ms, value=value, fields=record)
+
+
+def _is_utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reject_constant(name: str) -> Any:

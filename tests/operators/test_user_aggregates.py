@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from operators.aggregates import Max, Min, NamedAggregates
 from operators.pipeline import PipelineConfigError, parse_pipeline
 from operators.window_operator import WindowDriver, WindowOperator
+from tests.depth import examples
 from tests.operators.test_window_properties import KEYS, assigners, lateness_values, streams
 from tests.user_aggregates import Spread
 
@@ -40,7 +41,7 @@ def test_an_unusable_user_aggregate_is_named(fn, says):
         _spec(fn)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), assigners, lateness_values, st.integers(0, 40))
 def test_spread_equals_max_minus_min_across_a_json_snapshot(records, assigner, lateness, cut):
     """The user function beside the built-ins it can be checked against, in one operator;

@@ -28,6 +28,7 @@ from operators.aggregates import ProcessWindowFunction
 from operators.time import MIN_WATERMARK
 from operators.window_operator import WindowDriver, WindowOperator
 from operators.windows import SessionWindows, SlidingWindows, TumblingWindows
+from tests.depth import examples
 from tests.operators.ops_helpers import brief, count_sum, run
 
 KEYS = ["a", "b", "c"]
@@ -184,7 +185,7 @@ def late_rows(late: list) -> list[tuple]:
              r.window_end) for r in late]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(streams(), st.integers(1, 20), st.integers(0, 19), lateness_values)
 def test_tumbling_matches_reference(records, size, offset, lateness) -> None:
     offset %= size
@@ -197,7 +198,7 @@ def test_tumbling_matches_reference(records, size, offset, lateness) -> None:
     assert late_rows(late) == expected_late
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(streams(), st.integers(1, 20), st.integers(1, 20), st.integers(0, 19), lateness_values)
 def test_sliding_matches_reference(records, size, slide, offset, lateness) -> None:
     if slide > size:
@@ -212,7 +213,7 @@ def test_sliding_matches_reference(records, size, slide, offset, lateness) -> No
     assert late_rows(late) == expected_late
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(streams(), st.integers(1, 15), lateness_values)
 def test_sessions_match_reference(records, gap, lateness) -> None:
     op = WindowOperator(SessionWindows(gap), aggregate=count_sum(), allowed_lateness=lateness)
@@ -245,7 +246,7 @@ assigners = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), assigners, lateness_values)
 def test_buffered_process_function_equals_incremental_aggregate(records, assigner,
                                                                lateness) -> None:
@@ -259,7 +260,7 @@ def test_buffered_process_function_equals_incremental_aggregate(records, assigne
     _check_invariants(a)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), assigners, lateness_values, st.data())
 def test_one_key_at_a_time_with_snapshots_equals_the_whole_stream(records, assigner, lateness,
                                                                   data) -> None:
@@ -294,7 +295,7 @@ def test_one_key_at_a_time_with_snapshots_equals_the_whole_stream(records, assig
         assert late_rows(late) == [r for r in late_rows(whole_late) if r[0] == key]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(streams(), assigners, lateness_values, st.integers(0, 40))
 def test_full_snapshot_and_restore_mid_stream_changes_nothing(records, assigner, lateness,
                                                               cut) -> None:
@@ -355,7 +356,7 @@ def reference_purging_count(records: list[tuple], lateness: int, size: int, slid
     return panes
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(streams(), st.integers(1, 20), st.integers(1, 3), st.integers(1, 4), lateness_values)
 def test_purging_count_trigger_matches_reference(records, slide, factor, count,
                                                  lateness) -> None:
@@ -368,7 +369,7 @@ def test_purging_count_trigger_matches_reference(records, slide, factor, count,
     assert brief(panes) == reference_purging_count(records, lateness, size, slide, count)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), assigners, lateness_values, st.none() | composable_trees(), st.booleans(),
        st.data())
 def test_firing_due_timers_late_at_batch_boundaries_changes_nothing(records, assigner,
@@ -418,7 +419,7 @@ def test_firing_due_timers_late_at_batch_boundaries_changes_nothing(records, ass
         assert late_rows(late) == [r for r in late_rows(whole_late) if r[0] == key]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), st.integers(1, 8), st.integers(1, 3), st.integers(0, 7), lateness_values)
 def test_agrees_with_the_vectorised_backfills_reference(records, slide, factor, offset,
                                                         lateness) -> None:
@@ -515,7 +516,7 @@ def _configured_operator(draw) -> callable:
     return make
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(streams(), st.data())
 def test_every_configuration_survives_per_key_snapshots_at_any_point(records, data) -> None:
     """The live runtime snapshots each key to JSON after every micro-batch: whatever the
@@ -560,7 +561,7 @@ def test_every_configuration_survives_per_key_snapshots_at_any_point(records, da
         assert got_assignments == [a for a in assignments if a[0] in key_seqs]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), assigners, lateness_values)
 def test_reduce_functions_equal_the_panes_they_reduce(records, assigner, lateness) -> None:
     """Flink's ReduceFunction: reducing the field with ``max`` gives the largest value of the
@@ -588,7 +589,7 @@ def test_reduce_functions_equal_the_panes_they_reduce(records, assigner, latenes
         assert pane.values["winner"]["v"] == max(values)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(streams(), st.data())
 def test_a_pane_is_on_time_only_when_the_watermark_reaching_the_window_end_fires_it(
         records, data) -> None:

@@ -98,7 +98,8 @@ def check_landing(settings: PlatformSettings) -> None:
     try:
         exists = landing.exists()
     except OSError as error:  # an object store's credentials, endpoint or network
-        raise SettingsError(f"PLATFORM_LANDING ({landing}) cannot be read: {error}") from None
+        raise SettingsError(f"PLATFORM_LANDING ({landing}) cannot be read: "
+                            f"{storage.describe_error(error)}") from None
     if not exists:
         raise SettingsError(f"PLATFORM_LANDING ({landing}) does not exist: point it at the "
                             "folder your collectors write <source_partition>/*.jsonl files to")
@@ -133,7 +134,7 @@ def check_pipeline_mark(settings: PlatformSettings, *, remember: bool) -> None:
     except OSError as error:
         if not storage.is_local(mark):  # credentials, endpoint, network: say which
             raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}): cannot read "
-                                f"{mark}: {error}") from None
+                                f"{mark}: {storage.describe_error(error)}") from None
         text = ""  # unreadable here: not a record this pipeline wrote
     if text is not None:
         try:
@@ -160,7 +161,8 @@ def check_checkpoint(checkpoint: str, spec: PipelineSpec, buckets: int) -> None:
     try:
         text = storage.read_small_text(storage.join(checkpoint, "platform", "stream.json"))
     except OSError as error:
-        raise SettingsError(f"--checkpoint ({checkpoint}) cannot be read: {error}") from None
+        raise SettingsError(f"--checkpoint ({checkpoint}) cannot be read: "
+                            f"{storage.describe_error(error)}") from None
     if text is None:
         return
     found = json.loads(text)

@@ -49,6 +49,12 @@ class IngestRules:
     def clock_field(self) -> str | None:
         return None if self.ingest_clock == "wall" else self.ingest_clock.split(":", 1)[1]
 
+    @property
+    def punctuation_field(self) -> str | None:
+        """The field a punctuated watermark reads (``None`` for the other strategies)."""
+        return self.watermark.punctuation_field \
+            if self.watermark.strategy == "punctuated" else None
+
 
 @dataclass(slots=True)
 class Line:

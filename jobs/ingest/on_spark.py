@@ -23,7 +23,6 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pyarrow as pa
@@ -32,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import fast_writes
+from jobs.days import day_of_column
 from jobs.ingest.batch import (
     QUARANTINE_COLUMNS,
     RAW_LINE_LIMIT,
@@ -149,8 +149,7 @@ class SparkBatch:
 def _marker(parsed: ParsedEvent, rules: IngestRules) -> str | None:
     """The one field a punctuated watermark reads, as text the driver turns back into the
     value the strategy would have seen (``true`` or an integer; anything else is no marker)."""
-    field = rules.watermark.punctuation_field if rules.watermark.strategy == "punctuated" \
-        else None
+    field = rules.punctuation_field
     value = parsed.fields.get(field) if field else None
     if value is True or (isinstance(value, int) and not isinstance(value, bool)):
         return json.dumps(value)
@@ -198,7 +197,7 @@ def _line_of(row: dict, punctuation_field: str | None) -> Line:
                 row["clock_ms"], None, parsed)
 
 
-def _arrivals_table(lines: list[Line], plan: Plan, rules: IngestRules, time_zone: str
+def _arrivals_table(lines: list[Line], plan: Plan, rules: IngestRules
                     ) -> tuple[pa.Table, SparkBatch]:
     """The driver's sequential walk, as a table keyed by ``(part, line_number)``."""
     arrivals = arrive(lines, plan, rules)
@@ -233,21 +232,11 @@ def _arrivals_table(lines: list[Line], plan: Plan, rules: IngestRules, time_zone
         "reason": pa.array(columns["reason"], pa.string()),
         "detail": pa.array(columns["detail"], pa.string()),
         "bad_event_time_ms": pa.array(columns["bad_event_time_ms"], pa.int64()),
-        "ingest_date": pa.array(_days(columns["ingest_time_ms"], time_zone), pa.date32()),
     })
     quarantined = sum(reasons.values())
     summary = SparkBatch(seq - plan.first_seq, quarantined, dict(sorted(reasons.items())),
                          arrivals.end_state, arrivals.watermark_ms)
     return table, summary
-
-
-def _days(ingest_ms: list[int], time_zone: str) -> list:
-    """The day of each ingest time in the partitions' time zone, as the driver path counts
-    it for the quarantine's ``ingest_date``."""
-    if not ingest_ms:
-        return []
-    return list(pd.to_datetime(pd.Series(ingest_ms, dtype="int64"), unit="ms", utc=True)
-                .dt.tz_convert(ZoneInfo(time_zone)).dt.date)
 
 
 def _timestamp(ms: str) -> F.Column:
@@ -267,15 +256,24 @@ def _arrival_log(joined: DataFrame, batch_id: int) -> DataFrame:
     ).repartition(1).sortWithinPartitions("arrival_seq")
 
 
-def _quarantine(joined: DataFrame, batch_id: int) -> DataFrame:
-    bad = joined.where(F.col("arrival_seq").isNull())
+def _bad_lines(joined: DataFrame) -> DataFrame:
+    """The quarantined lines in the quarantine's columns, with their place in arrival order."""
+    return joined.where(F.col("arrival_seq").isNull()).select(
+        "source_partition", "source_file", "line_number", "ingest_time_ms",
+        F.col("a_reason").alias("reason"), F.col("a_detail").alias("detail"),
+        F.col("bad_event_time_ms").alias("event_time_ms"),
+        F.substring("text", 1, RAW_LINE_LIMIT).alias("raw_line"), "arrival_index")
+
+
+def _quarantine(bad: DataFrame, batch_id: int, time_zone: str) -> DataFrame:
+    """The quarantine's rows written by the executors (the driver path's ``quarantine_table``
+    in Spark's words: ``ingest_date`` is the day the metrics count, ``days.day_of_column``)."""
     return bad.select(
         F.lit(batch_id).cast("long").alias("ingest_batch"), "source_partition", "source_file",
         "line_number", "ingest_time_ms", _timestamp("ingest_time_ms").alias("ingest_time"),
-        "ingest_date", F.col("a_reason").alias("reason"), F.col("a_detail").alias("detail"),
-        F.col("bad_event_time_ms").alias("event_time_ms"),
-        F.substring("text", 1, RAW_LINE_LIMIT).alias("raw_line"), "arrival_index",
-    ).repartition(1).sortWithinPartitions("arrival_index")
+        day_of_column(F.col("ingest_time_ms"), time_zone).alias("ingest_date"), "reason",
+        "detail", "event_time_ms", "raw_line", "arrival_index",
+    ).repartition(1).sortWithinPartitions("arrival_index").drop("arrival_index")
 
 
 def _append(frame: DataFrame, location: str, schema: pa.Schema, app_id: str,
@@ -299,11 +297,9 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
     try:
         small = parsed.select(*_SMALL_COLUMNS).toArrow().to_pylist()
         read = time.monotonic()
-        punctuation = rules.watermark.punctuation_field \
-            if rules.watermark.strategy == "punctuated" else None
-        lines = [_line_of(row, punctuation) for row in small]
+        lines = [_line_of(row, rules.punctuation_field) for row in small]
         del small
-        arrivals, summary = _arrivals_table(lines, plan, rules, time_zone)
+        arrivals, summary = _arrivals_table(lines, plan, rules)
         ordered = time.monotonic()
         assigned = spark.createDataFrame(arrivals).withColumnsRenamed(
             {"reason": "a_reason", "detail": "a_detail"})
@@ -316,14 +312,7 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
                     "ingest-arrival-log", plan.batch_id)
         if summary.quarantined <= _DRIVER_QUARANTINE_ROWS:
             # a Delta commit from Spark costs about 1.5 s; few bad lines go through deltalake
-            found = (joined.where(F.col("arrival_seq").isNull())
-                     .select("source_partition", "source_file", "line_number", "ingest_time_ms",
-                             F.col("a_reason").alias("reason"),
-                             F.col("a_detail").alias("detail"),
-                             F.col("bad_event_time_ms").alias("event_time_ms"),
-                             F.substring("text", 1, RAW_LINE_LIMIT).alias("raw_line"),
-                             "arrival_index")
-                     .toArrow().sort_by("arrival_index"))
+            found = _bad_lines(joined).toArrow().sort_by("arrival_index")
             # Python values, not float64 (event times beyond 2**53 stay exact)
             bad = pd.DataFrame({name: pd.Series(found.column(name).to_pylist(), dtype=object)
                                 for name in QUARANTINE_COLUMNS})
@@ -331,7 +320,7 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
                 fast_writes.append(quarantine, quarantine_table(bad, plan, time_zone),
                                    app_id="ingest-quarantine", version=plan.batch_id)
         else:
-            _append(_quarantine(joined, plan.batch_id).drop("arrival_index"), quarantine,
+            _append(_quarantine(_bad_lines(joined), plan.batch_id, time_zone), quarantine,
                     QUARANTINE_SCHEMA, "ingest-quarantine", plan.batch_id)
     finally:
         parsed.unpersist()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
-from jobs import spark_jars
+from jobs import jvm_classes, spark_jars
 from jobs.shipping import check_executors, is_cluster, ship_project
 
 if TYPE_CHECKING:
@@ -71,12 +71,18 @@ def session_settings(master: str, shuffle_partitions: int, app_name: str,
     """Every setting of the session, as one flat dict: the master, Delta's jars (the files
     remembered from an earlier start, else the packages to resolve) and SQL extensions, the
     local defaults, then the user's ``extra`` (``spark.jars.packages`` and ``spark.jars`` in
-    it are added to Delta's, not replacing them)."""
+    it are added to Delta's, not replacing them), and the class archive
+    (jobs/jvm_classes.py) before the user's own Java options."""
     extra = dict(extra or {})
     wanted = spark_jars.packages(extra.pop("spark.jars.packages", ""))
     user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
     config = {"spark.master": master, "spark.app.name": app_name, **DELTA_CONFIGS,
               **LOCAL_CONFIGS, "spark.sql.shuffle.partitions": str(shuffle_partitions), **extra}
+    for role in ("driver", "executor"):  # the class archive, if any (jobs/jvm_classes.py)
+        name = f"spark.{role}.extraJavaOptions"
+        java_options = jvm_classes.java_options(config.get(name, ""))
+        if java_options:
+            config[name] = java_options
     remembered = spark_jars.remembered_jars(wanted)
     if remembered is not None:  # resolved before: no Ivy at all
         config["spark.jars"] = ",".join([*remembered, *user_jars])

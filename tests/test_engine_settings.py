@@ -8,9 +8,10 @@ import zipfile
 
 import pytest
 
-from jobs import spark_jars
+from jobs import jvm_classes, spark_jars
 from jobs.settings import PlatformSettings, SettingsError
 from jobs.shipping import is_cluster, package_zip
+from jobs.spark import session_settings
 
 
 @pytest.mark.parametrize("text", ['{"spark.executor.memory": "1g", "spark.cores.max": "2"}',
@@ -79,3 +80,35 @@ def test_spark_connect_is_refused_up_front_saying_what_works(tmp_path):
                                             r"supported.*spark://host:port"):
         PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path),
                                    "PLATFORM_SPARK_MASTER": "sc://127.0.0.1:15002"})
+
+
+def test_the_drivers_class_archive_is_used_only_when_it_exists_for_this_java(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive = jvm_classes.archive_path()
+    assert archive is not None and archive.parent == tmp_path / "cache" / "eventtime-platform"
+    config = session_settings("local[2]", 2, "t", {"spark.driver.extraJavaOptions": "-Dx=1"})
+    assert config["spark.driver.extraJavaOptions"] == "-Dx=1"  # none built: as without
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")  # no size recorded: not known to be whole, not offered
+    assert "spark.driver.extraJavaOptions" not in session_settings("local[2]", 2, "t")
+    archive.with_suffix(".size").write_text("7\n")
+    config = session_settings("local[2]", 2, "t", {"spark.driver.extraJavaOptions": "-Dx=1"})
+    # the archive's options first, so a user's own option of the same name wins
+    archive_options = f"-XX:SharedArchiveFile={archive} {jvm_classes.QUIET_OPTION}"
+    assert config["spark.driver.extraJavaOptions"] == f"{archive_options} -Dx=1"
+    assert config["spark.executor.extraJavaOptions"] == archive_options
+    dumping = {"spark.driver.extraJavaOptions": "-XX:ArchiveClassesAtExit=/tmp/a.jsa"}
+    assert session_settings("local[2]", 2, "t", dumping)["spark.driver.extraJavaOptions"] \
+        == "-XX:ArchiveClassesAtExit=/tmp/a.jsa"
+    archive.write_bytes(b"archi")  # truncated: JDK 17 would die on it, so it is not offered
+    assert "spark.driver.extraJavaOptions" not in session_settings("local[2]", 2, "t")
+    archive.write_bytes(b"archive")
+    # another Java (JAVA_HOME) is another archive: this one is not offered to it
+    java_home = tmp_path / "other-jdk"
+    (java_home / "bin").mkdir(parents=True)
+    (java_home / "bin" / "java").write_bytes(b"#!")
+    monkeypatch.setenv("JAVA_HOME", str(java_home))
+    assert jvm_classes.archive_path() != archive
+    assert not {"spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"} & set(
+        session_settings("local[2]", 2, "t"))

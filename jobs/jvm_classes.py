@@ -54,8 +54,10 @@ def fingerprint() -> str | None:
         return None
     stat = java.stat()
     jars = Path(pyspark.__file__).parent / "jars"
-    names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    parts = [str(java), str(stat.st_size), str(int(stat.st_mtime)), str(jars),
+    names, installed = [], 0
+    if jars.is_dir():  # a reinstall (new files, new folder time) makes the JVM refuse it
+        names, installed = sorted(p.name for p in jars.glob("*.jar")), int(jars.stat().st_mtime)
+    parts = [str(java), str(stat.st_size), str(int(stat.st_mtime)), str(jars), str(installed),
              pyspark.__version__, *names, *spark_jars.packages()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -105,7 +107,7 @@ def build(progress=print) -> Path | None:
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     progress(f"jvm classes: building {archive} (a small job in a Spark driver of its own, "
-             "about half a minute, once)")
+             "about a minute, once)")
     with tempfile.TemporaryDirectory(prefix="jvm-classes-") as home:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
         environment.update(PLATFORM_HOME=home, PYSPARK_PYTHON=sys.executable)

@@ -16,11 +16,24 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
 
 
+INTERPRETED_EXPRESSIONS = {"spark.sql.codegen.wholeStage": "false",
+                           "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+"""The suite's own session evaluates Spark expressions interpreted, as Spark's own test suites
+can: its tests run thousands of small queries of many shapes, and generating and compiling
+Java for each (then JIT-compiling that) costs more CPU than the queries (measured: the
+determinism and keyed-window modules took 137 s with code generation, 114 s without; the
+results are identical, as Spark promises for both modes). Every job the suite starts as a
+process of its own (the command line's kills, Dagster Pipes, the UI's runs, the cluster)
+generates code as a user's job does, and many tests compare those processes' tables with this
+session's row for row, so the two modes are checked against each other."""
+
+
 @pytest.fixture(scope="session")
 def spark():
     from jobs.spark import get_spark
 
-    session = get_spark("local[2]", shuffle_partitions=2, app_name="tests")
+    session = get_spark("local[2]", shuffle_partitions=2, app_name="tests",
+                        extra=INTERPRETED_EXPRESSIONS)
     yield session
     session.stop()
 

@@ -15,6 +15,13 @@ if _REPO not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
 
+# Jobs the suite starts as processes of their own (killed streams, Dagster Pipes, the UI's runs)
+# live for seconds: the JVM's optimising C2 compiler costs them more CPU than it saves, so their
+# drivers compile with C1 only (Spark's launcher adds SPARK_SUBMIT_OPTS to a driver's Java
+# options; a user's long-running jobs keep the default). The suite's own session, which runs
+# for the whole suite, is started without it (see ``spark``).
+CHILD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", CHILD_DRIVER_JAVA_OPTIONS)
 
 INTERPRETED_EXPRESSIONS = {"spark.sql.codegen.wholeStage": "false",
                            "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
@@ -32,8 +39,13 @@ session's row for row, so the two modes are checked against each other."""
 def spark():
     from jobs.spark import get_spark
 
-    session = get_spark("local[2]", shuffle_partitions=2, app_name="tests",
-                        extra=INTERPRETED_EXPRESSIONS)
+    children = os.environ.pop("SPARK_SUBMIT_OPTS", None)  # not for the suite-long session
+    try:
+        session = get_spark("local[2]", shuffle_partitions=2, app_name="tests",
+                            extra=INTERPRETED_EXPRESSIONS)
+    finally:
+        if children is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = children
     yield session
     session.stop()
 

@@ -53,7 +53,7 @@ def fingerprint() -> str | None:
     if java is None:
         return None
     stat = java.stat()
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = Path(_spark_jars())
     names, installed = [], 0
     if jars.is_dir():  # a reinstall (new files, new folder time) makes the JVM refuse it
         names, installed = sorted(p.name for p in jars.glob("*.jar")), int(jars.stat().st_mtime)
@@ -74,14 +74,37 @@ def usable_archive() -> Path | None:
     if archive is None:
         return None
     try:
-        recorded = int(_size_record(archive).read_text().strip())
+        recorded = int(_size_record(archive).read_text().split("\n", 1)[0])
         return archive if archive.stat().st_size == recorded else None
     except (OSError, ValueError):
         return None
 
 
 def _size_record(archive: Path) -> Path:
+    """Beside the archive: its size when built, then the Spark installation and the Java it was
+    built for."""
     return archive.with_suffix(".size")
+
+
+def _spark_jars() -> str:
+    return str(Path(pyspark.__file__).parent / "jars")
+
+
+def _built_for() -> list[str]:
+    return [_spark_jars(), str(java_binary())]
+
+
+def _forget_older_archives(current: Path) -> None:
+    """Archives this same installation built before with the same Java (before a reinstall or
+    an upgrade) are of no use to anyone: about 200 MB each, so they go. Other installations'
+    archives stay. (A process still mapping one keeps its pages: unlinking does not unmap.)"""
+    for record in current.parent.glob("spark-driver-*.size"):
+        if record == _size_record(current):
+            continue
+        lines = record.read_text().splitlines()
+        if lines[1:3] == _built_for():
+            record.with_suffix(".jsa").unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
 
 
 def java_options(user_options: str = "") -> str:
@@ -123,8 +146,9 @@ def build(progress=print) -> Path | None:
     size = partial.stat().st_size
     partial.replace(archive)
     recorded = _size_record(archive).with_suffix(f".{os.getpid()}.tmp")
-    recorded.write_text(f"{size}\n")
+    recorded.write_text("\n".join([str(size), *_built_for()]) + "\n")
     recorded.replace(_size_record(archive))
+    _forget_older_archives(archive)
     progress(f"jvm classes: built {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
     return archive
 

@@ -112,3 +112,21 @@ def test_the_drivers_class_archive_is_used_only_when_it_exists_for_this_java(tmp
     assert jvm_classes.archive_path() != archive
     assert not {"spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"} & set(
         session_settings("local[2]", 2, "t"))
+
+
+def test_a_new_archive_replaces_only_this_installations_older_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    current = jvm_classes.archive_path()
+    current.parent.mkdir(parents=True)
+    built_for = jvm_classes._built_for()
+    archives = {"current": current, "older": current.with_name("spark-driver-older.jsa"),
+                "elsewhere": current.with_name("spark-driver-elsewhere.jsa")}
+    for name, archive in archives.items():
+        archive.write_bytes(b"archive")
+        where = ["/other/venv/pyspark/jars", built_for[1]] if name == "elsewhere" else built_for
+        archive.with_suffix(".size").write_text("\n".join(["7", *where]) + "\n")
+    jvm_classes._forget_older_archives(current)
+    assert {name for name, archive in archives.items() if archive.exists()} == {
+        "current", "elsewhere"}
+    assert not archives["older"].with_suffix(".size").exists()
+    assert jvm_classes.usable_archive() == current  # a record with the installation is read

@@ -34,6 +34,7 @@ from pathlib import Path
 import pyspark
 
 from jobs import spark_jars
+from jobs.storage import write_small_text
 
 DUMP_OPTION = "-XX:ArchiveClassesAtExit"
 USE_OPTION = "-XX:SharedArchiveFile"
@@ -112,13 +113,13 @@ def _forget_older_archives(current: Path) -> None:
             record.unlink(missing_ok=True)
 
 
-def java_options(user_options: str = "") -> str:
+def java_options(user_options: str = "", archive: Path | None = None) -> str:
     """``spark.driver.extraJavaOptions`` (or the executors') for a session: the archive's
     options, when there is one, before the user's own (which therefore win), and none when the
-    user's options build or name an archive themselves. Executors on other machines do not
+    user's options build or name an archive themselves (``archive``: :func:`usable_archive`,
+    looked up once per session). Executors on other machines do not
     find the file and start as without it; on this machine (a standalone cluster on one host)
     they share the driver's Spark jars and use it too."""
-    archive = usable_archive()
     if archive is None or DUMP_OPTION in user_options or USE_OPTION in user_options:
         return user_options
     return " ".join(filter(None, [f"{USE_OPTION}={archive}", QUIET_OPTION, user_options]))
@@ -150,9 +151,7 @@ def build(progress: Callable[[str], None] = print) -> Path | None:
         return None
     size = partial.stat().st_size
     partial.replace(archive)
-    recorded = _size_record(archive).with_suffix(f".{os.getpid()}.tmp")
-    recorded.write_text("\n".join([str(size), *_built_for()]) + "\n")
-    recorded.replace(_size_record(archive))
+    write_small_text(str(_size_record(archive)), "\n".join([str(size), *_built_for()]) + "\n")
     _forget_older_archives(archive)
     progress(f"jvm classes: built {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
     return archive

@@ -78,9 +78,10 @@ def session_settings(master: str, shuffle_partitions: int, app_name: str,
     user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
     config = {"spark.master": master, "spark.app.name": app_name, **DELTA_CONFIGS,
               **LOCAL_CONFIGS, "spark.sql.shuffle.partitions": str(shuffle_partitions), **extra}
+    archive = jvm_classes.usable_archive()
     for role in ("driver", "executor"):  # the class archive, if any (jobs/jvm_classes.py)
         name = f"spark.{role}.extraJavaOptions"
-        java_options = jvm_classes.java_options(config.get(name, ""))
+        java_options = jvm_classes.java_options(config.get(name, ""), archive)
         if java_options:
             config[name] = java_options
     remembered = spark_jars.remembered_jars(wanted)

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import pyspark
 
+from jobs.storage import write_small_text
+
 IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
 """Maven Central only (Spark's default chain also asks repos.spark-packages.org); Ivy's cache
 still serves what it downloaded before."""
@@ -64,8 +66,4 @@ def remember_jars(wanted: list[str], resolved: str) -> None:
     jars = [jar for jar in resolved.split(",") if jar]
     if not jars or not all(Path(urlsplit(jar).path).is_file() for jar in jars):
         return
-    record = _record(wanted)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    partial = record.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text("\n".join(jars) + "\n")
-    partial.replace(record)
+    write_small_text(str(_record(wanted)), "\n".join(jars) + "\n")

@@ -99,10 +99,14 @@ def read_small_text(location: str) -> str | None:
 
 
 def write_small_text(location: str, text: str) -> None:
+    """Replace a small text file whole: a local one is written beside it and renamed over it,
+    so a reader (or a crash) never sees half of it; an object store's put is whole anyway."""
     if is_local(location):
         path = local_path(location)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
         return
     filesystem, path = arrow_filesystem(location)
     with filesystem.open_output_stream(path) as handle:

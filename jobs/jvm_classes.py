@@ -56,7 +56,7 @@ def fingerprint() -> str | None:
     if java is None:
         return None
     stat = java.stat()
-    jars = Path(_spark_jars())
+    jars = Path(_spark_jars_folder())
     names, installed = [], 0
     if jars.is_dir():  # a reinstall (new files, new folder time) makes the JVM refuse it
         names, installed = sorted(p.name for p in jars.glob("*.jar")), int(jars.stat().st_mtime)
@@ -89,12 +89,14 @@ def _size_record(archive: Path) -> Path:
     return archive.with_suffix(".size")
 
 
-def _spark_jars() -> str:
+def _spark_jars_folder() -> str:
+    """The pyspark installation's own jars (not Delta's, which :mod:`jobs.spark_jars` keeps):
+    the classes the archive holds, so a reinstall there must not reuse it."""
     return str(Path(pyspark.__file__).parent / "jars")
 
 
 def _built_for() -> list[str]:
-    return [_spark_jars(), str(java_binary())]
+    return [_spark_jars_folder(), str(java_binary())]
 
 
 def _forget_older_archives(current: Path) -> None:

@@ -20,6 +20,12 @@ Why it looks like this:
   the per-key export/import a Spark runtime needs to keep one key's timers in that key's state.
 * Serialisation is plain: timers become flat lists of ints, JSON-able, per key (what a
   per-key runtime keeps in that key's state) or for the whole service.
+* A caller that registers and fires timers by the thousand (a micro-batch's worth) can use the
+  batch path instead: :meth:`TimerService.register_event_time_timers` takes columns and
+  :meth:`TimerService.pop_due_event_time_timers` returns every due timer as columns, in the
+  same order. Per timer, any Python call costs more than the whole batch path does (see
+  benchmarks/RESULTS.md, "The operator library alone"), so those timers stay numpy columns,
+  sorted and deduplicated at once, until a per-timer call needs them as entries.
 
 Timestamps and namespace bounds are Python ints; anything in Flink's ``long`` range serialises.
 """
@@ -27,8 +33,10 @@ Timestamps and namespace bounds are Python ints; anything in Flink's ``long`` ra
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
 
 EVENT_TIME = 0
 PROCESSING_TIME = 1
@@ -82,6 +90,63 @@ def _sorted_run(entries: list[_Entry]) -> list[_Entry] | None:
     return result
 
 
+class DueTimers(NamedTuple):
+    """Timers as columns, in firing order: ascending ``(timestamp, key, start, end)``."""
+
+    timestamps: np.ndarray
+    keys: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:  # the number of timers, not of columns
+        return len(self.timestamps)
+
+    def entries(self) -> list[_Entry]:
+        """As the per-timer path's entries (Python ints and strings)."""
+        return list(zip(self.timestamps.tolist(), self.keys.tolist(), self.starts.tolist(),
+                        self.ends.tolist(), strict=True))
+
+
+def _int64_column(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError as error:
+        raise ValueError(f"timer {name} must fit in 64 bits (Flink's long)") from error
+
+
+def _key_column(keys: Sequence[str] | np.ndarray) -> np.ndarray | None:
+    """Keys as a numpy string column, which sorts in C in the order Python compares ``str``
+    (by code point); ``None`` when numpy cannot hold them exactly (it drops trailing NULs)."""
+    if isinstance(keys, np.ndarray) and keys.dtype.kind == "U":
+        return keys
+    values = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
+    try:
+        joined = "".join(values)  # checks every key is a str, in C
+    except TypeError as error:
+        raise TypeError(f"timer keys must be strings ({error})") from error
+    if "\0" in joined and any(key.endswith("\0") for key in values):
+        return None
+    return np.array(values, dtype=str)
+
+
+def _ordered(columns: DueTimers) -> DueTimers:
+    """Sorted by ``(timestamp, key, start, end)``, duplicates dropped."""
+    order = np.lexsort((columns.ends, columns.starts, columns.keys, columns.timestamps))
+    ordered = DueTimers(*(column[order] for column in columns))
+    if len(ordered) > 1:
+        repeated = np.ones(len(ordered), dtype=bool)
+        for column in ordered:
+            repeated[1:] &= column[1:] == column[:-1]
+        repeated[0] = False
+        if repeated.any():
+            ordered = DueTimers(*(column[~repeated] for column in ordered))
+    return ordered
+
+
+def _concatenate(parts: list[DueTimers]) -> DueTimers:
+    return DueTimers(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
+
+
 class _TimerQueue:
     """One kind of timers: a sorted run for bulk registrations, a heap of distinct timestamps
     with per timestamp a heap of entries for the others, and a per-key set index for
@@ -99,7 +164,7 @@ class _TimerQueue:
     """
 
     __slots__ = ("_times", "_buckets", "_by_key", "_size", "_stored", "_staged", "_run",
-                 "_pos")
+                 "_pos", "_column_parts", "_columns_ordered")
 
     def __init__(self) -> None:
         self._times: list[int] = []
@@ -110,11 +175,75 @@ class _TimerQueue:
         self._staged: list[_Entry] = []
         self._run: list[_Entry] = []
         self._pos = 0
+        # the batch path: registrations kept as columns (sorted and deduplicated into one part
+        # when read), only while nothing else is stored; any per-timer call turns them into
+        # entries first (one list's truth is all the per-timer path pays for it)
+        self._column_parts: list[DueTimers] = []
+        self._columns_ordered = False
 
     def __len__(self) -> int:
+        if self._column_parts:
+            return len(self._settled_columns())
         return self._size
 
+    # -- the batch path -----------------------------------------------------------------------
+
+    def add_columns(self, columns: DueTimers) -> None:
+        """Register many timers; kept as columns while the queue holds nothing else."""
+        if not len(columns):
+            return
+        if self._size or columns.keys.dtype.kind != "U":
+            self._to_entries()
+            for entry in columns.entries():
+                self.add(entry[1], entry[2], entry[3], entry[0])
+            return
+        self._column_parts.append(columns)
+        self._columns_ordered = False
+
+    def _settled_columns(self) -> DueTimers:
+        parts = self._column_parts
+        if not self._columns_ordered:
+            parts[:] = [_ordered(parts[0] if len(parts) == 1 else _concatenate(parts))]
+            self._columns_ordered = True
+        return parts[0]
+
+    def pop_due_columns(self, limit: int) -> DueTimers:
+        """Every timer with ``timestamp <= limit``, removed, in firing order."""
+        if not self._column_parts:
+            due = []
+            while (entry := self.pop_due(limit)) is not None:
+                due.append(entry)
+            if not due:
+                return _EMPTY
+            stamps, keys, starts, ends = zip(*due, strict=True)
+            return DueTimers(np.array(stamps, dtype=np.int64), np.array(keys, dtype=object),
+                             np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+        columns = self._settled_columns()
+        cut = int(np.searchsorted(columns.timestamps, limit, side="right"))
+        if cut == len(columns):
+            self._column_parts = []
+            return columns
+        self._column_parts = [DueTimers(*(column[cut:] for column in columns))]
+        return DueTimers(*(column[:cut] for column in columns))
+
+    def _to_entries(self) -> None:
+        """The columns become entries, for the per-timer path (a per-timer call, or a batch
+        registration into a queue that holds entries)."""
+        if not self._column_parts:
+            return
+        columns = self._settled_columns()
+        self._column_parts = []
+        for entry in columns.entries():
+            self._by_key.setdefault(entry[1], set()).add(entry)
+        self._size += len(columns)
+        self._stored += len(columns)
+        self._staged.extend(columns.entries())
+
+    # -- the per-timer path ---------------------------------------------------------------------
+
     def add(self, key: str, start: int, end: int, timestamp: int) -> bool:
+        if self._column_parts:
+            self._to_entries()
         entry = (timestamp, key, start, end)
         members = self._by_key.get(key)
         if members is None:
@@ -128,6 +257,8 @@ class _TimerQueue:
         return True
 
     def remove(self, key: str, start: int, end: int, timestamp: int) -> bool:
+        if self._column_parts:
+            self._to_entries()
         members = self._by_key.get(key)
         if not members:
             return False
@@ -144,6 +275,8 @@ class _TimerQueue:
         return True
 
     def contains(self, key: str, start: int, end: int, timestamp: int) -> bool:
+        if self._column_parts:
+            self._to_entries()
         members = self._by_key.get(key)
         return members is not None and (timestamp, key, start, end) in members
 
@@ -200,6 +333,8 @@ class _TimerQueue:
     def _head(self, limit: int | None) -> _Entry | None:
         """The smallest live timer; with a ``limit``, removed from the queue and returned only
         if its timestamp is at most ``limit``. Deleted entries on the way are dropped."""
+        if self._column_parts:
+            self._to_entries()
         if self._staged:
             self._settle()
         by_key = self._by_key
@@ -253,6 +388,8 @@ class _TimerQueue:
 
     def pop_due(self, limit: int) -> _Entry | None:
         """Remove and return the smallest live timer with ``timestamp <= limit``."""
+        if self._column_parts:
+            self._to_entries()
         if self._staged:
             self._settle()
         by_key = self._by_key
@@ -304,6 +441,8 @@ class _TimerQueue:
 
     def first_time(self) -> int | None:
         """A cheap lower bound of the smallest timestamp (maybe of a deleted timer)."""
+        if self._column_parts:
+            self._to_entries()
         if self._staged:
             self._settle()
         first = self._times[0] if self._times else None
@@ -314,17 +453,28 @@ class _TimerQueue:
         return first
 
     def entries(self) -> list[_Entry]:
+        if self._column_parts:
+            self._to_entries()
         return sorted(entry for members in self._by_key.values() for entry in members)
 
     def key_entries(self, key: str) -> list[_Entry]:
+        if self._column_parts:
+            self._to_entries()
         return sorted(self._by_key.get(key, ()))
 
     def remove_key(self, key: str) -> None:
+        if self._column_parts:
+            self._to_entries()
         members = self._by_key.pop(key, None)
         if members:
             self._size -= len(members)
             if self._stored > 1024 and self._stored > 2 * self._size:
                 self._rebuild()
+
+    def has_key(self, key: str) -> bool:
+        if self._column_parts:
+            self._to_entries()
+        return key in self._by_key
 
     def load(self, entries: list[_Entry]) -> None:
         """Bulk-load entries into an empty queue (restore)."""
@@ -332,6 +482,10 @@ class _TimerQueue:
             self._by_key.setdefault(entry[1], set()).add(entry)
         self._size = sum(len(m) for m in self._by_key.values())
         self._rebuild()
+
+
+_EMPTY = DueTimers(np.empty(0, dtype=np.int64), np.empty(0, dtype=str),
+                   np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
 class TimerService:
@@ -383,7 +537,7 @@ class TimerService:
 
     def has_timers(self, key: str) -> bool:
         """Does ``key`` have any pending timer (of either kind)?"""
-        return key in self._event._by_key or key in self._processing._by_key
+        return self._event.has_key(key) or self._processing.has_key(key)
 
     def has_event_time_timer(self, key: str, namespace: Namespace, timestamp: int) -> bool:
         return self._event.contains(key, namespace[0], namespace[1], timestamp)
@@ -391,7 +545,23 @@ class TimerService:
     def has_processing_time_timer(self, key: str, namespace: Namespace, timestamp: int) -> bool:
         return self._processing.contains(key, namespace[0], namespace[1], timestamp)
 
+    def register_event_time_timers(self, keys: Sequence[str] | np.ndarray,
+                                   starts: Sequence[int] | np.ndarray,
+                                   ends: Sequence[int] | np.ndarray,
+                                   timestamps: Sequence[int] | np.ndarray) -> None:
+        """Register many event-time timers at once: timer ``i`` is ``(keys[i], (starts[i],
+        ends[i]), timestamps[i])``. The same as registering them one by one (duplicates keep
+        one), at a fraction of the cost when a caller has them as columns."""
+        self._event.add_columns(_columns(keys, starts, ends, timestamps))
+
     # -- firing -------------------------------------------------------------------------------
+
+    def pop_due_event_time_timers(self, watermark: int) -> DueTimers:
+        """Remove and return every event-time timer due at ``watermark`` as columns, in the
+        order :meth:`pop_due_event_time` would return them one by one. Timers a caller
+        registers while handling them are not in this batch: call it again to get those that
+        are due, as the one-by-one loop would have reached them in the same pass."""
+        return self._event.pop_due_columns(watermark)
 
     def pop_due_event_time(self, watermark: int) -> tuple[int, str, Namespace] | None:
         """Remove and return the next event-time timer due at ``watermark`` (``ts <= W``)."""
@@ -498,3 +668,19 @@ class TimerService:
             queue.load([(flat[i], keys[flat[i + 1]], flat[i + 2], flat[i + 3])
                         for i in range(0, len(flat), 4)])
         return service
+
+
+def _columns(keys: Sequence[str] | np.ndarray, starts: Sequence[int] | np.ndarray,
+             ends: Sequence[int] | np.ndarray,
+             timestamps: Sequence[int] | np.ndarray) -> DueTimers:
+    stamps = _int64_column(timestamps, "timestamps")
+    start_column = _int64_column(starts, "namespace starts")
+    end_column = _int64_column(ends, "namespace ends")
+    key_column = _key_column(keys)
+    if key_column is None:  # keys numpy cannot hold exactly: they go in one by one
+        key_column = np.array(list(keys), dtype=object)
+    lengths = {len(stamps), len(start_column), len(end_column), len(key_column)}
+    if len(lengths) != 1:
+        raise ValueError("register_event_time_timers needs keys, starts, ends and timestamps "
+                         f"of one length, got {sorted(lengths)}")
+    return DueTimers(stamps, key_column, start_column, end_column)

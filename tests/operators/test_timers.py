@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME, VOID_NAMESPACE, TimerService
+from tests.depth import examples
 
 
 def drain(service: TimerService, watermark: int, now: int) -> list[tuple]:
@@ -216,3 +218,95 @@ def test_bulk_registrations_fire_in_the_same_order(seed: int, spread: int, bulk:
             assert len(service) == len(model)
     finally:
         module._BULK = saved
+
+
+# -- the batch path ----------------------------------------------------------------------------
+
+_KEYS = st.sampled_from(["a", "b", "ab", "a\x00", "é", "\U0001f600", "key-10", "key-9", ""])
+_TIMER = st.tuples(_KEYS, st.integers(-1, 1), st.integers(-1, 1), st.integers(-2, 12))
+_BATCH_OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("bulk"), st.lists(_TIMER, max_size=40)),
+    st.tuples(st.just("one"), _TIMER),
+    st.tuples(st.just("delete"), _TIMER),
+    st.tuples(st.just("pop_batch"), st.integers(-4, 14)),
+    st.tuples(st.just("pop_one"), st.integers(-4, 14)),
+    st.tuples(st.just("has"), _KEYS),
+    st.tuples(st.just("export"), _KEYS),
+), max_size=30)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(_BATCH_OPERATIONS)
+def test_the_batch_path_behaves_like_a_sorted_set(ops: list[tuple]) -> None:
+    """Batch registrations and batch firing, mixed in any order with the per-timer calls, give
+    what a sorted set of ``(timestamp, key, start, end)`` gives: one timer per identity, firing
+    in ascending order, deletes and per-key views that see batch-registered timers."""
+    service = TimerService()
+    reference: set[tuple] = set()
+    for op in ops:
+        if op[0] == "bulk":
+            timers = op[1]
+            service.register_event_time_timers([t[0] for t in timers], [t[1] for t in timers],
+                                               [t[2] for t in timers], [t[3] for t in timers])
+            reference |= {(ts, key, start, end) for key, start, end, ts in timers}
+        elif op[0] == "one":
+            key, start, end, ts = op[1]
+            service.register_event_time_timer(key, (start, end), ts)
+            reference.add((ts, key, start, end))
+        elif op[0] == "delete":
+            key, start, end, ts = op[1]
+            service.delete_event_time_timer(key, (start, end), ts)
+            reference.discard((ts, key, start, end))
+        elif op[0] == "pop_batch":
+            due = sorted(t for t in reference if t[0] <= op[1])
+            assert service.pop_due_event_time_timers(op[1]).entries() == due
+            reference -= set(due)
+        elif op[0] == "pop_one":
+            due = sorted(t for t in reference if t[0] <= op[1])
+            timer = service.pop_due_event_time(op[1])
+            if due:
+                ts, key, start, end = due[0]
+                assert timer == (ts, key, (start, end))
+                reference.discard(due[0])
+            else:
+                assert timer is None
+        elif op[0] == "has":
+            assert service.has_timers(op[1]) == any(t[1] == op[1] for t in reference)
+        else:
+            exported = service.export_key(op[1])
+            assert exported == [v for t in sorted(t for t in reference if t[1] == op[1])
+                                for v in (EVENT_TIME, t[0], t[2], t[3])]
+        assert len(service) == len(reference)
+    restored = TimerService.restore(json.loads(json.dumps(service.snapshot())))
+    assert [t[1:] for t in restored.timers()] == [
+        (ts, key, (start, end)) for ts, key, start, end in sorted(reference)]
+
+
+def test_the_batch_path_names_what_it_cannot_take() -> None:
+    service = TimerService()
+    with pytest.raises(ValueError, match="of one length"):
+        service.register_event_time_timers(["a", "b"], [0], [10], [9])
+    with pytest.raises(ValueError, match="64 bits"):
+        service.register_event_time_timers(["a"], [0], [10], [2**63])
+    with pytest.raises(TypeError, match="strings"):
+        service.register_event_time_timers([1], [0], [10], [9])
+    assert len(service) == 0
+
+
+@pytest.mark.parametrize("nul_key", [False, True])
+def test_batch_firing_orders_ties_by_key_then_namespace_as_one_by_one(nul_key: bool) -> None:
+    """Also with a key ending in NUL, which numpy's string columns cannot hold (those timers
+    take the per-timer path)."""
+    timers = [("b", 0, 10, 9), ("a", 5, 15, 9), ("a", 0, 20, 9), ("a", 0, 10, 9),
+              ("b", 0, 10, 9), ("z", 0, 10, 4)] + ([("a\x00", 0, 10, 9)] if nul_key else [])
+    one_by_one, batch = TimerService(), TimerService()
+    for key, start, end, ts in timers:
+        one_by_one.register_event_time_timer(key, (start, end), ts)
+    batch.register_event_time_timers(*zip(*timers, strict=True))
+    expected = []
+    while (timer := one_by_one.pop_due_event_time(9)) is not None:
+        expected.append(timer)
+    assert [(ts, key, (start, end)) for ts, key, start, end in
+            batch.pop_due_event_time_timers(9).entries()] == expected
+    assert [t[1] for t in expected] == ["z", "a", "a", "a", *(["a\x00"] if nul_key else []),
+                                        "b"]

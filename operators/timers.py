@@ -108,10 +108,18 @@ class DueTimers(NamedTuple):
 
 
 def _int64_column(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.int64)
-    except OverflowError as error:
-        raise ValueError(f"timer {name} must fit in 64 bits (Flink's long)") from error
+    """Integers as int64, exactly: numpy would truncate floats and wrap big unsigned values
+    silently, so both are refused, as the per-timer path's Python ints never lose anything."""
+    column = np.asarray(values)
+    if column.size == 0:
+        return column.astype(np.int64)
+    if column.dtype.kind == "O" and all(isinstance(v, int) for v in column.tolist()):
+        raise ValueError(f"timer {name} must fit in 64 bits (Flink's long)")
+    if column.dtype.kind not in "iu":
+        raise TypeError(f"timer {name} must be integers, got {column.dtype}")
+    if column.dtype.kind == "u" and column.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"timer {name} must fit in 64 bits (Flink's long)")
+    return column.astype(np.int64, copy=False)
 
 
 def _key_column(keys: Sequence[str] | np.ndarray) -> np.ndarray | None:
@@ -231,13 +239,13 @@ class _TimerQueue:
         registration into a queue that holds entries)."""
         if not self._column_parts:
             return
-        columns = self._settled_columns()
+        entries = self._settled_columns().entries()
         self._column_parts = []
-        for entry in columns.entries():
+        for entry in entries:
             self._by_key.setdefault(entry[1], set()).add(entry)
-        self._size += len(columns)
-        self._stored += len(columns)
-        self._staged.extend(columns.entries())
+        self._size += len(entries)
+        self._stored += len(entries)
+        self._staged.extend(entries)
 
     # -- the per-timer path ---------------------------------------------------------------------
 

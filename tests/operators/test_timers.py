@@ -288,8 +288,12 @@ def test_the_batch_path_names_what_it_cannot_take() -> None:
         service.register_event_time_timers(["a", "b"], [0], [10], [9])
     with pytest.raises(ValueError, match="64 bits"):
         service.register_event_time_timers(["a"], [0], [10], [2**63])
+    with pytest.raises(ValueError, match="64 bits"):
+        service.register_event_time_timers(["a", "b"], [0, 0], [10, 10], [2**63, 2**64 + 1])
     with pytest.raises(TypeError, match="strings"):
         service.register_event_time_timers([1], [0], [10], [9])
+    with pytest.raises(TypeError, match="integers"):
+        service.register_event_time_timers(["a"], [0], [10], [9.5])  # not truncated to 9
     assert len(service) == 0
 
 

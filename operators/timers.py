@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,8 @@ def _sorted_run(entries: list[_Entry]) -> list[_Entry] | None:
     return result
 
 
-class DueTimers(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class DueTimers:
     """Timers as columns, in firing order: ascending ``(timestamp, key, start, end)``."""
 
     timestamps: np.ndarray
@@ -98,13 +100,19 @@ class DueTimers(NamedTuple):
     starts: np.ndarray
     ends: np.ndarray
 
-    def __len__(self) -> int:  # the number of timers, not of columns
+    def __len__(self) -> int:
         return len(self.timestamps)
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.timestamps, self.keys, self.starts, self.ends
+
+    def take(self, rows: np.ndarray | slice) -> DueTimers:
+        """The same rows of every column (an index, a mask or a slice)."""
+        return DueTimers(*(column[rows] for column in self.columns()))
 
     def entries(self) -> list[_Entry]:
         """As the per-timer path's entries (Python ints and strings)."""
-        return list(zip(self.timestamps.tolist(), self.keys.tolist(), self.starts.tolist(),
-                        self.ends.tolist(), strict=True))
+        return list(zip(*(column.tolist() for column in self.columns()), strict=True))
 
 
 def _int64_column(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
@@ -122,9 +130,10 @@ def _int64_column(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
     return column.astype(np.int64, copy=False)
 
 
-def _key_column(keys: Sequence[str] | np.ndarray) -> np.ndarray | None:
+def _key_column(keys: Sequence[str] | np.ndarray) -> np.ndarray:
     """Keys as a numpy string column, which sorts in C in the order Python compares ``str``
-    (by code point); ``None`` when numpy cannot hold them exactly (it drops trailing NULs)."""
+    (by code point); as Python objects when numpy's strings cannot hold them exactly (they drop
+    trailing NULs): such keys take the per-timer path."""
     if isinstance(keys, np.ndarray) and keys.dtype.kind == "U":
         return keys
     values = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
@@ -133,26 +142,27 @@ def _key_column(keys: Sequence[str] | np.ndarray) -> np.ndarray | None:
     except TypeError as error:
         raise TypeError(f"timer keys must be strings ({error})") from error
     if "\0" in joined and any(key.endswith("\0") for key in values):
-        return None
+        return np.array(values, dtype=object)
     return np.array(values, dtype=str)
 
 
 def _ordered(columns: DueTimers) -> DueTimers:
     """Sorted by ``(timestamp, key, start, end)``, duplicates dropped."""
-    order = np.lexsort((columns.ends, columns.starts, columns.keys, columns.timestamps))
-    ordered = DueTimers(*(column[order] for column in columns))
+    ordered = columns.take(np.lexsort((columns.ends, columns.starts, columns.keys,
+                                       columns.timestamps)))
     if len(ordered) > 1:
         repeated = np.ones(len(ordered), dtype=bool)
-        for column in ordered:
+        for column in ordered.columns():
             repeated[1:] &= column[1:] == column[:-1]
         repeated[0] = False
         if repeated.any():
-            ordered = DueTimers(*(column[~repeated] for column in ordered))
+            ordered = ordered.take(~repeated)
     return ordered
 
 
 def _concatenate(parts: list[DueTimers]) -> DueTimers:
-    return DueTimers(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
+    return DueTimers(*(np.concatenate(columns) for columns in
+                       zip(*(part.columns() for part in parts), strict=True)))
 
 
 class _TimerQueue:
@@ -231,8 +241,8 @@ class _TimerQueue:
         if cut == len(columns):
             self._column_parts = []
             return columns
-        self._column_parts = [DueTimers(*(column[cut:] for column in columns))]
-        return DueTimers(*(column[:cut] for column in columns))
+        self._column_parts = [columns.take(slice(cut, None))]
+        return columns.take(slice(None, cut))
 
     def _to_entries(self) -> None:
         """The columns become entries, for the per-timer path (a per-timer call, or a batch
@@ -685,8 +695,6 @@ def _columns(keys: Sequence[str] | np.ndarray, starts: Sequence[int] | np.ndarra
     start_column = _int64_column(starts, "namespace starts")
     end_column = _int64_column(ends, "namespace ends")
     key_column = _key_column(keys)
-    if key_column is None:  # keys numpy cannot hold exactly: they go in one by one
-        key_column = np.array(list(keys), dtype=object)
     lengths = {len(stamps), len(start_column), len(end_column), len(key_column)}
     if len(lengths) != 1:
         raise ValueError("register_event_time_timers needs keys, starts, ends and timestamps "

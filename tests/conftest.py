@@ -61,7 +61,7 @@ LONGEST_FIRST = (
 """Two workers: ``./platform test`` runs the suite in two pytest-xdist processes, each with its
 own shared session, and hands each one whole files (``--dist loadfile``, so a module's
 fixtures are built once). A test that starts a job of its own (a killed stream, Dagster Pipes,
-the cluster) leaves most of a core idle while that job's JVM warms up; the other worker fills
+the cluster) leaves part of a core idle while that job's JVM warms up; the other worker fills
 it (measured on the 2-core machine: 26 % idle during the kill and Pipes tests run alone; the
 whole suite 673 s in one process, 503 s in two). The files that take longest (per-file
 durations in benchmarks/RESULTS.md) are handed out first, so that no long file starts last

@@ -190,6 +190,7 @@ class StandardWindows:
                               "on_time": on_time.astype("int64"),
                               "late": (~on_time).astype("int64")})
         sums = {"on_time": "sum", "late": "sum"}
+        extremes: dict[str, tuple[str, np.ndarray]] = {}
         for spec in self.aggregates:
             source = field_input(spec)
             if spec.fn == "count":
@@ -205,11 +206,10 @@ class StandardWindows:
                 sums[f"n_{spec.name}"] = "sum"
                 sums[f"s_{spec.name}"] = "sum"
             else:
-                batch[f"s_{spec.name}"] = units
-                sums[f"s_{spec.name}"] = spec.fn
-        grouped = batch.groupby(list(KEY_COLUMNS), sort=False).agg(
-            {c: (_exact_extreme(f) if f in ("min", "max") else f) for c, f in sums.items()})
-        grouped = grouped.reset_index()
+                extremes[f"s_{spec.name}"] = (spec.fn, units)
+        grouped = batch.groupby(list(KEY_COLUMNS), sort=False).agg(sums).reset_index()
+        for column, (function, units) in extremes.items():
+            grouped[column] = _exact_extremes(batch, grouped, units, function)
         merged = self.state.merge(grouped, on=list(KEY_COLUMNS), how="outer",
                                   suffixes=("", "_new"), sort=False)
         new = merged["on_time_new"].notna().to_numpy()
@@ -281,12 +281,20 @@ def _combine(a: Any, b: Any, pick: Any) -> Any:
     return pick(a, b)
 
 
-def _exact_extreme(function: str) -> Any:
-    """min/max of Python integers (or None) within a group, exactly."""
+def _exact_extremes(batch: pd.DataFrame, grouped: pd.DataFrame, units: np.ndarray,
+                    function: str) -> np.ndarray:
+    """min/max of Python integers (or None) per key and window of ``grouped``, exactly.
+
+    In Python rather than through pandas' aggregation: pandas turns a result column of
+    integers and None into float64 (NaN for None, and integers past 2**53 rounded)."""
     pick = min if function == "min" else max
-
-    def extreme(values: pd.Series) -> Any:
-        present = [v for v in values if v is not None]
-        return pick(present) if present else None
-
-    return extreme
+    best: dict[tuple, Any] = {}
+    for group, value in zip(zip(batch["key"].to_numpy(), batch["start"].to_numpy(),
+                                batch["end"].to_numpy(), strict=True), units, strict=True):
+        if value is None:
+            continue
+        current = best.get(group)
+        best[group] = value if current is None else pick(current, value)
+    return np.array([best.get(group) for group in zip(
+        grouped["key"].to_numpy(), grouped["start"].to_numpy(), grouped["end"].to_numpy(),
+        strict=True)], dtype=object)

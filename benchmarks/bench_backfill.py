@@ -38,6 +38,7 @@ from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
 from jobs.backfill import run_backfill  # noqa: E402
 from jobs.live import run_live  # noqa: E402
+from jobs.registry import Pipeline  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
 from jobs.windows import compute_windows  # noqa: E402
 from operators.time import MIN_WATERMARK  # noqa: E402
@@ -52,7 +53,7 @@ PIPELINES = {  # name: (pipeline's window, plain Spark's window column)
                    lambda: F.session_window("event_time", "4 minutes")),
 }
 PIPELINE_TEMPLATE = """
-watermark: {{strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}}
+source: events
 {window}
 allowed_lateness: 30s
 aggregates:
@@ -83,9 +84,19 @@ def arrival_log(n: int, keys: int, seed: int = 1) -> pd.DataFrame:
     })
 
 
-def write_log(spark, frame: pd.DataFrame, settings: PlatformSettings, files: int) -> None:
+def home_with(home: Path, window: str) -> Pipeline:
+    """A home whose one pipeline has ``window`` (over the project's stream ``events``)."""
+    folder = home / "pipelines"
+    folder.mkdir(parents=True)
+    (folder / "bench.yaml").write_text(PIPELINE_TEMPLATE.format(window=window))
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
+                                          "PLATFORM_PIPELINES": str(folder)})
+    return settings.platform.pipelines["bench"]
+
+
+def write_log(spark, frame: pd.DataFrame, pipeline: Pipeline, files: int) -> None:
     """The log as ingest writes it: ``files`` commits of one file each, in arrival order."""
-    path = settings.table_path(tables.ARRIVAL_LOG)
+    path = pipeline.table_path(tables.ARRIVAL_LOG)
     for part in np.array_split(frame, files):
         (spark.createDataFrame(part)
          .withColumn("value", F.col("value").cast("decimal(38,9)"))
@@ -100,16 +111,16 @@ def timed(action) -> float:
     return time.perf_counter() - start
 
 
-def plain_spark(spark, settings: PlatformSettings, window, out: str) -> None:
+def plain_spark(spark, settings: Pipeline, window, out: str) -> None:
     log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
     (log.groupBy(window(), "key")
      .agg(F.count(F.lit(1)).alias("events"), F.sum("value").alias("value_sum"))
      .write.format("delta").mode("overwrite").save(out))
 
 
-def platform_results_only(spark, settings: PlatformSettings, out: str) -> None:
+def platform_results_only(spark, settings: Pipeline, out: str) -> None:
     log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
-    outputs = compute_windows(log, None, settings.pipeline, first_day="2026-01-01",
+    outputs = compute_windows(log, None, settings.spec, first_day="2026-01-01",
                               last_day="2026-01-02")
     try:
         outputs.results.write.format("delta").mode("overwrite").save(out)
@@ -135,11 +146,7 @@ def main() -> None:
             frame = arrival_log(size, args.keys)
             for name, (window, spark_window) in PIPELINES.items():
                 home = root / f"{size}-{name.split()[0]}"
-                pipeline = home / "pipeline.yaml"
-                home.mkdir(parents=True)
-                pipeline.write_text(PIPELINE_TEMPLATE.format(window=window))
-                settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
-                                                      "PLATFORM_PIPELINE": str(pipeline)})
+                settings = home_with(home, window)
                 write_log(spark, frame, settings, files=4)
                 timings = {}
                 for label, action in (
@@ -169,19 +176,18 @@ def main() -> None:
 
 def live_latency(spark, root: Path, batches: int, per_batch: int, keys: int) -> None:
     """The live job with one arrival-log file per micro-batch of ``per_batch`` records."""
-    home = root / "live"
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    settings = home_with(root / "live", PIPELINES["tumbling 1m"][0])
     write_log(spark, arrival_log(batches * per_batch, keys, seed=2), settings, files=batches)
     durations: list[float] = []
     last = [time.perf_counter()]
 
     def tick(message: str) -> None:
-        if message.startswith("live: batch"):
+        if message.startswith("live events: batch"):
             now = time.perf_counter()
             durations.append(now - last[0])
             last[0] = now
 
-    report = run_live(spark, settings, max_files_per_trigger=1, progress=tick)
+    report = run_live(spark, settings.stream, max_files_per_trigger=1, progress=tick)
     steady = durations[1:-1] or durations  # the first batch starts Python workers
     print(f"\nlive: {len(report.batches)} micro-batches of ~{per_batch:,} records: batch "
           f"latency p50 {statistics.median(steady):.2f}s, max {max(steady):.2f}s, first "

@@ -37,6 +37,7 @@ from benchmarks.engine import bench_spark  # noqa: E402
 from jobs.generator import GeneratorConfig, generate  # noqa: E402
 from jobs.ingest import Ingestor  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
+from jobs.streams import Stream  # noqa: E402
 
 READERS = ("driver", "executors", "plain")
 
@@ -48,10 +49,13 @@ def _config(events: int) -> GeneratorConfig:
 
 
 def _ingest(spark, landing: Path, home: Path, reader: str) -> tuple[float, int, dict]:
-    settings = PlatformSettings(home=str(home), landing=str(landing),
+    settings = PlatformSettings(home=str(home),
                                 ingest_reader="spark" if reader == "executors" else "driver")
+    events = settings.platform.streams["events"]  # the project's stream, this landing folder
+    stream = Stream(events.name, events.spec.model_copy(update={"landing": str(landing)}),
+                    events.path, settings)
     started = time.monotonic()
-    report = Ingestor(spark, settings, progress=lambda _: None).run_once()
+    report = Ingestor(spark, stream, progress=lambda _: None).run_once()
     return time.monotonic() - started, report.records, report.timings
 
 

@@ -49,13 +49,24 @@ WINDOWS = {
     "session": ("window: {type: session, gap: 4m}", ("session", "4 minutes")),
 }
 PIPELINE = """
-watermark: {{strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 1m}}
+source: events
 {window}
 allowed_lateness: 30s
 aggregates:
   - {{name: events, fn: count}}
   - {{name: value_sum, fn: sum, field: value}}
 """
+"""The project's stream ``events`` gives the watermark: bounded out-of-orderness of 5 s, idle
+after 1 min, a tick on every record."""
+
+
+def pipelines_for(window: str, count: int) -> dict[str, str]:
+    """``count`` pipelines over the one stream: the configuration's window first, then the
+    other kinds (tumbling, sliding, session) in that order."""
+    order = [window, *(w for w in WINDOWS if w != window)]
+    if count > len(order):
+        raise SystemExit(f"--pipelines: at most {len(order)} (one per kind of window)")
+    return {name: PIPELINE.format(window=WINDOWS[name][0]) for name in order[:count]}
 
 
 # -- the producer (its own process: the stream's driver keeps its GIL) -----------------------------
@@ -194,21 +205,24 @@ def _latencies(files: list, batches: list[tuple[int, float]], file_last: dict[st
     return result
 
 
-def run_platform(spark, root: Path, args, window: str, rate: int, keys: int) -> Run:
+def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
+                 pipelines: int = 1) -> Run:
     from pyspark.sql import functions as F
 
-    from jobs import tables
     from jobs.live import run_stream
     from jobs.settings import PlatformSettings
 
-    home = root / f"platform-{window}-{rate}-{keys}"
-    (home / "landing").mkdir(parents=True)
-    pipeline = home / "pipeline.yaml"
-    pipeline.write_text(PIPELINE.format(window=WINDOWS[window][0]), encoding="utf-8")
+    home = root / f"platform-{window}-{rate}-{keys}-{pipelines}"
+    folder = home / "pipelines"
+    folder.mkdir(parents=True)
+    for name, text in pipelines_for(window, pipelines).items():
+        (folder / f"{name}.yaml").write_text(text, encoding="utf-8")
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
-                                          "PLATFORM_PIPELINE": str(pipeline),
+                                          "PLATFORM_PIPELINES": str(folder),
                                           "PLATFORM_LANDING_SETTLE": "1s"})
-    warm_up(Path(settings.landing))
+    stream = settings.platform.streams["events"]
+    stream.landing_dir.mkdir(parents=True)
+    warm_up(stream.landing_dir)
     committed: list[tuple[int, float, float, int]] = []
     stop = threading.Event()
 
@@ -228,7 +242,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int) -> 
 
     def stream() -> None:
         try:
-            report["live"] = run_stream(spark, settings, trigger=args.trigger, poll_s=0.25,
+            report["live"] = run_stream(spark, stream, trigger=args.trigger, poll_s=0.25,
                                         metrics_interval_s=args.metrics_interval, stop=stop,
                                         on_batch=on_batch, progress=progress)
         except Exception as error:  # the figures say it; the message says why
@@ -241,7 +255,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int) -> 
         time.sleep(0.2)
     warm = len(committed)
     started = time.time()
-    producer, manifest = start_producer(Path(settings.landing), args, rate, keys, args.seconds)
+    producer, manifest = start_producer(stream.landing_dir, args, rate, keys, args.seconds)
     producer.join()
     offered_until = time.time()
     files = json.loads(manifest.read_text())
@@ -249,14 +263,15 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int) -> 
     time.sleep(args.drain)
     stop.set()
     thread.join()
-    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
+    log = spark.read.format("delta").load(stream.arrival_log)
     per_file = {row[0]: (row[1], row[2]) for row in log.groupBy("source_file")
                 .agg(F.max("arrival_seq"), F.count(F.lit(1))).collect()}
     file_last = {name: last for name, (last, _) in per_file.items()}
     offered = sum(n for _, _, n in files)
     landed_good = log.count()
     warm_records = min((c[0] for c in committed[warm:]), default=0)
-    run = Run("platform", offered, offered_until - started)
+    run = Run("platform" if pipelines == 1 else f"platform x{pipelines}", offered,
+              offered_until - started)
     run.processed_in_time = max(0, processed_at_stop - warm_records)
     run.backlog_s = max(0, landed_good - processed_at_stop) / rate
     run.latencies = _latencies(files, [(c[0], c[1]) for c in committed], file_last)
@@ -381,6 +396,9 @@ def main() -> None:
     parser.add_argument("--file-seconds", type=float, default=1.0)
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--metrics-interval", type=float, default=60.0)
+    parser.add_argument("--pipelines", type=int, nargs="+", default=[1],
+                        help="run the platform with this many pipelines over the one stream "
+                             "(the window's, then the other kinds); e.g. 1 3 compares them")
     parser.add_argument("--verbose", action="store_true", help="print the platform's progress")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")
@@ -401,8 +419,15 @@ def main() -> None:
         for window, rate, keys in configs:
             print(f"\n== {window} windows, {rate:,} events/s offered, {keys:,} keys, "
                   f"{args.seconds:.0f} s", flush=True)
-            platform = run_platform(spark, root, args, window, rate, keys)
-            print(platform.line(), flush=True)
+            runs = {}
+            for count in args.pipelines:
+                runs[count] = run_platform(spark, root, args, window, rate, keys, count)
+                print(runs[count].line(), flush=True)
+            platform = runs[args.pipelines[0]]
+            for count in args.pipelines[1:]:
+                share = runs[count].steady_rate / max(platform.steady_rate, 1)
+                print(f"{count} pipelines: {runs[count].steady_rate:,.0f} ev/s, "
+                      f"{share:.0%} of {args.pipelines[0]} pipeline's rate", flush=True)
             plain = run_plain(spark, root, args, window, rate, keys)
             print(plain.line(), flush=True)
             ratio = plain.steady_rate / platform.steady_rate if platform.steady_rate else \

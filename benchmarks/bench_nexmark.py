@@ -43,12 +43,13 @@ from jobs import tables  # noqa: E402
 from jobs.ingest import ingest  # noqa: E402
 from jobs.nexmark_job import run_backfill, run_live  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
+from jobs.streams import Stream  # noqa: E402
 from nexmark.config import NexmarkConfig  # noqa: E402
 from nexmark.generator import generate  # noqa: E402
 
 QUERIES = ("q5", "q7", "q8", "q11", "q12")
-PIPELINE = ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 1s}\n"
-            "window: {type: tumbling, size: 10s}\n")
+STREAM = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 1s}\n"
+PIPELINE = "source: nexmark\nwindow: {type: tumbling, size: 10s}\n"
 INGESTS = 4
 
 
@@ -138,12 +139,23 @@ def plain(log: DataFrame, query: str, out: str) -> None:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def prepare(spark, root: Path, events: int) -> PlatformSettings:
+def nexmark_home(home: Path) -> Stream:
+    """A home whose one stream, ``nexmark``, holds the Nexmark events (its pipelines folder
+    has one pipeline over it: a home has one at least; the queries read the stream)."""
+    descriptions = home.parent / f"{home.name}-descriptions"
+    for folder, name, text in (("streams", "nexmark", STREAM), ("pipelines", "counts", PIPELINE)):
+        (descriptions / folder).mkdir(parents=True, exist_ok=True)
+        (descriptions / folder / f"{name}.yaml").write_text(text, encoding="utf-8")
+    settings = PlatformSettings.from_env({
+        "PLATFORM_HOME": str(home), "PLATFORM_STREAMS": str(descriptions / "streams"),
+        "PLATFORM_PIPELINES": str(descriptions / "pipelines")})
+    return settings.platform.streams["nexmark"]
+
+
+def prepare(spark, root: Path, events: int) -> Stream:
     """Generate, land and ingest ``events`` Nexmark events in :data:`INGESTS` batches."""
     root.mkdir(parents=True)
-    (root / "pipeline.yaml").write_text(PIPELINE, encoding="utf-8")
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(root / "platform"),
-                                          "PLATFORM_PIPELINE": str(root / "pipeline.yaml")})
+    settings = nexmark_home(root / "platform")
     config = NexmarkConfig(num_events=events, num_event_generators=4, first_event_rate=1_000,
                            out_of_order_group_size=100, seed=1, avg_person_byte_size=0,
                            avg_auction_byte_size=0, avg_bid_byte_size=0)
@@ -164,10 +176,9 @@ def prepare(spark, root: Path, events: int) -> PlatformSettings:
     return settings
 
 
-def copy_of(settings: PlatformSettings, home: Path) -> PlatformSettings:
-    fresh = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
-                                       "PLATFORM_PIPELINE": str(settings.pipeline_path)})
-    shutil.copytree(settings.table_path(tables.ARRIVAL_LOG), fresh.table_path(tables.ARRIVAL_LOG))
+def copy_of(source: Stream, home: Path) -> Stream:
+    fresh = nexmark_home(home)
+    shutil.copytree(source.arrival_log, fresh.arrival_log)
     return fresh
 
 

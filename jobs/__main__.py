@@ -1,14 +1,16 @@
 """Run the platform's jobs from the command line, without Dagster.
 
-    python -m jobs ingest
-    python -m jobs backfill [--from 2026-01-01] [--to 2026-01-02]
-    python -m jobs live                      # ingest what is new, update the tables, stop
+    python -m jobs pipelines                 # every pipeline: stream, version, tables, state
+    python -m jobs ingest [--stream events]  # every stream's new landing files
+    python -m jobs backfill [--pipeline per_minute ...] [--from 2026-01-01] [--to 2026-01-02]
+    python -m jobs live [--pipeline per_minute ...]   # ingest what is new, update, stop
     python -m jobs live --trigger "2 seconds" [--duration 600]   # the long-running job
     python -m jobs nexmark q5 [--mode backfill|live] [--param window_size_ms=10000 ...]
 
-Settings come from the ``PLATFORM_*`` environment variables (README, "Configuration"). Every
-argument and setting is checked before Spark starts; a wrong one exits with status 2 and one
-message naming it.
+Settings come from the ``PLATFORM_*`` environment variables (README, "Configuration"); the
+pipelines and streams from the folders ``PLATFORM_PIPELINES`` and ``PLATFORM_STREAMS`` name.
+Every argument, setting and description is checked before Spark starts; a wrong one exits
+with status 2 and one message naming it.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import datetime as dt
 import signal
 import sys
 import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from jobs.registry import Pipeline
     from jobs.settings import PlatformSettings
+    from jobs.streams import Stream
 
 
 def _day(text: str) -> str:
@@ -46,31 +51,55 @@ def _interval(text: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("ingest", help="append new landing files to the arrival log")
+    listing = commands.add_parser("pipelines", help="list every pipeline: its stream, version, "
+                                                    "tables and state")
+    listing.add_argument("--json", action="store_true", help="one JSON object per pipeline")
+    ingest = commands.add_parser("ingest", help="append new landing files to the arrival logs")
+    ingest.add_argument("--stream", action="append", default=[], metavar="NAME",
+                        help="only this stream (repeatable; default: every stream)")
     backfill = commands.add_parser("backfill", help="recompute a range of daily partitions")
+    backfill.add_argument("--pipeline", action="append", default=[], metavar="NAME",
+                          help="only this pipeline (repeatable; default: every pipeline)")
     backfill.add_argument("--from", dest="first_day", type=_day, help="first day (YYYY-MM-DD)")
     backfill.add_argument("--to", dest="last_day", type=_day, help="last day (YYYY-MM-DD)")
-    live = commands.add_parser("live", help="ingest and run the live stream")
+    live = commands.add_parser("live", help="ingest and run the live stream of each stream")
+    live.add_argument("--pipeline", action="append", default=[], metavar="NAME",
+                      help="only this pipeline (repeatable; default: every pipeline of every "
+                           "stream)")
     live.add_argument("--trigger", default="available_now", type=_interval,
                       help="'available_now' (ingest what is new, process it, stop) or an "
                            "interval such as '2 seconds' (keep ingesting and streaming until "
                            "interrupted)")
     live.add_argument("--no-ingest", action="store_true",
                       help="only process what is already in the arrival log")
-    live.add_argument("--checkpoint", help="checkpoint folder inside the warehouse (default: "
-                                           "<warehouse>/_checkpoints/live)")
+    live.add_argument("--checkpoint", help="checkpoint folder inside the warehouse (one stream "
+                                           "only; default: <warehouse>/streams/<stream>/"
+                                           "_checkpoints/live-<pipelines' versions>)")
     live.add_argument("--max-files-per-trigger", type=int)
     live.add_argument("--duration", type=float, default=0.0,
                       help="with an interval trigger: stop after this many seconds (0: never)")
     live.add_argument("--metrics-interval", type=float, default=60.0,
                       help="with an interval trigger: seconds between late-data metric updates")
-    nexmark = commands.add_parser("nexmark", help="run a Nexmark query over the arrival log")
+    nexmark = commands.add_parser("nexmark", help="run a Nexmark query over a stream's "
+                                                  "arrival log")
     nexmark.add_argument("query", choices=["q5", "q7", "q8", "q11", "q12"])
+    nexmark.add_argument("--stream", help="the stream holding the Nexmark events (default: "
+                                          "the only stream)")
     nexmark.add_argument("--mode", choices=["backfill", "live"], default="backfill")
     nexmark.add_argument("--param", action="append", default=[], metavar="NAME=MS",
                          help="query parameter, e.g. window_size_ms=10000 (docs/nexmark.md)")
     nexmark.add_argument("--max-files-per-trigger", type=int)
     return parser
+
+
+@dataclass
+class Plan:
+    """What a command runs, checked: the streams to ingest, the pipelines per stream."""
+
+    settings: PlatformSettings
+    streams: list[Stream] = field(default_factory=list)
+    pipelines: dict[Stream, list[Pipeline]] = field(default_factory=dict)
+    checkpoint: str | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,12 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     from jobs.settings import SettingsError
 
     try:
-        settings, checkpoint = _checked(args)
+        plan = _checked(args)
     except (SettingsError, ValueError) as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
     try:
-        return _run(args, settings, checkpoint, parameters)
+        return _run(args, plan, parameters)
     except SettingsError as error:  # found only once Spark reads (a remote location)
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
@@ -120,36 +149,59 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _checked(args: argparse.Namespace) -> tuple[PlatformSettings, str | None]:
-    """The settings and the live checkpoint, checked against the command before Spark starts
+def _checked(args: argparse.Namespace) -> Plan:
+    """The settings, streams and pipelines, checked against the command before Spark starts
     (jobs/checks.py): every mistake found here is one line naming the setting, status 2."""
     import os
 
     from jobs import checks
-    from jobs.settings import PlatformSettings
+    from jobs.live.stream import DEFAULT_BUCKETS, default_checkpoint
+    from jobs.settings import PlatformSettings, SettingsError
 
     checks.check_variable_names(os.environ)
     if args.command == "backfill":
         checks.check_day_range(args.first_day, args.last_day)
     settings = PlatformSettings.from_env()
+    platform = settings.platform
+    plan = Plan(settings)
+    if args.command == "pipelines":
+        return plan
+    if args.command == "ingest":
+        plan.streams = platform.select_streams(args.stream)
+        for stream in plan.streams:
+            checks.check_landing(stream)
+            checks.check_stream_mark(stream, remember=False)
+        return plan
+    if args.command == "nexmark":
+        names = [args.stream] if args.stream else []
+        if not names and len(platform.streams) != 1:
+            raise SettingsError(f"--stream: give the stream holding the Nexmark events (one "
+                                f"of {', '.join(platform.streams)})")
+        plan.streams = platform.select_streams(names)
+        checks.check_ingested(plan.streams[0])
+        return plan
+    plan.pipelines = platform.by_stream(platform.select_pipelines(args.pipeline))
+    ingests = args.command == "live" and not args.no_ingest
     checkpoint = getattr(args, "checkpoint", None)
+    if checkpoint and len(plan.pipelines) > 1:
+        raise SettingsError(f"--checkpoint: the pipelines read {len(plan.pipelines)} streams "
+                            f"({', '.join(s.name for s in plan.pipelines)}), each with a "
+                            "checkpoint of its own; give --pipeline of one stream")
     if checkpoint:  # a path from the command line may not reach outside the warehouse
-        checkpoint = settings.inside_warehouse(checkpoint, "--checkpoint")
-    ingests = args.command == "ingest" or (args.command == "live" and not args.no_ingest)
-    if ingests:
-        checks.check_landing(settings)
-    else:
-        checks.check_ingested(settings)
-    if args.command == "live":
-        from jobs.live.stream import DEFAULT_BUCKETS, default_checkpoint
-        from jobs.runtime import check_runnable
-
-        check_runnable(settings.pipeline)
-        checks.check_checkpoint(checkpoint or default_checkpoint(settings), settings.pipeline,
-                                DEFAULT_BUCKETS)
-    if args.command != "nexmark":  # Nexmark's tables do not depend on the pipeline
-        checks.check_pipeline_mark(settings, remember=True)
-    return settings, checkpoint
+        plan.checkpoint = settings.inside_warehouse(checkpoint, "--checkpoint")
+    for stream, pipelines in plan.pipelines.items():
+        if ingests:
+            checks.check_landing(stream)
+            checks.check_stream_mark(stream, remember=False)
+            plan.streams.append(stream)
+        else:
+            checks.check_ingested(stream)
+        for pipeline in pipelines:
+            checks.check_pipeline_mark(pipeline, remember=False)
+        if args.command == "live":
+            checks.check_checkpoint(plan.checkpoint or default_checkpoint(stream, pipelines),
+                                    stream, pipelines, DEFAULT_BUCKETS)
+    return plan
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -160,80 +212,136 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError)
 
 
-def _run(args: argparse.Namespace, settings: PlatformSettings, checkpoint: str | None,
-         parameters: dict[str, int]) -> int:
-    from jobs import storage
-    from jobs.spark import spark_for
+def _list(plan: Plan, as_json: bool) -> int:
+    import json
 
+    from jobs.status import platform_states, render
+
+    states = platform_states(plan.settings.platform)
+    if as_json:
+        for state in states:
+            print(json.dumps(state.as_dict()))
+    else:
+        print(render(states, plan.settings.warehouse))
+    return 0
+
+
+def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> int:
+    from jobs import storage
+
+    settings = plan.settings
+    if args.command == "pipelines":
+        return _list(plan, args.json)
     once = args.command == "ingest" or (args.command == "live"
                                         and args.trigger == "available_now")
     if once and storage.is_local(settings.warehouse):
         # a local warehouse needs no JVM to ingest: the ingest log is plain files and the
         # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
         # and Spark starts only if there is something to stream
+        from jobs.fast_writes import table_exists
         from jobs.ingest import ingest
 
-        if args.command == "ingest" or not args.no_ingest:
-            ingest(None, settings)
+        for stream in plan.streams:
+            ingest(None, stream)
         if args.command == "ingest":
             return 0
-        from jobs.fast_writes import table_exists
-
-        if not table_exists(settings.table_path("arrival_log")):
-            print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
+        waiting = [s for s in plan.pipelines if not table_exists(s.arrival_log)]
+        for stream in waiting:
+            print(f"live {stream.name}: nothing to do: nothing has landed in {stream.landing} "
+                  "yet")
+            del plan.pipelines[stream]
+        if not plan.pipelines:
             return 0
-        args.no_ingest = True
+        plan.streams = []  # ingested
     if args.command == "backfill":
         from jobs.backfill import BackfillReport
         from jobs.checks import nothing_to_backfill
 
-        if nothing_to_backfill(settings, args.first_day, args.last_day):
-            print(BackfillReport(args.first_day, args.last_day, 0, 0, []).summary())
+        todo = {s: [p for p in ps if not nothing_to_backfill(p, args.first_day, args.last_day)]
+                for s, ps in plan.pipelines.items()}
+        for pipelines in plan.pipelines.values():
+            for pipeline in pipelines:
+                if pipeline not in todo[pipeline.stream]:
+                    print(BackfillReport(args.first_day, args.last_day, 0, 0, [],
+                                         pipeline.name).summary())
+        plan.pipelines = {s: ps for s, ps in todo.items() if ps}
+        if not plan.pipelines:
             return 0
+    from jobs.spark import spark_for
+
     spark = spark_for(settings)
     if args.command == "ingest":
         from jobs.ingest import ingest
 
-        ingest(spark, settings)
+        for stream in plan.streams:
+            ingest(spark, stream)
     elif args.command == "backfill":
         from jobs.backfill import run_backfill
 
-        run_backfill(spark, settings, args.first_day, args.last_day)  # prints its summary
+        for pipelines in plan.pipelines.values():
+            for pipeline in pipelines:  # each prints its summary
+                run_backfill(spark, pipeline, args.first_day, args.last_day)
     elif args.command == "nexmark":
         from jobs import nexmark_job
 
+        stream = plan.streams[0]
         if args.mode == "backfill":
-            nexmark_job.run_backfill(spark, settings, args.query, parameters)
+            nexmark_job.run_backfill(spark, stream, args.query, parameters)
         else:
-            report = nexmark_job.run_live(spark, settings, args.query, parameters,
+            report = nexmark_job.run_live(spark, stream, args.query, parameters,
                                           max_files_per_trigger=args.max_files_per_trigger)
             print(f"nexmark {args.query} live: {len(report.batches)} micro-batches, "
                   f"{report.rows} rows, {report.late} late")
     elif args.trigger == "available_now":
         from jobs.delta_io import table_exists
+        from jobs.ingest import ingest
         from jobs.live import run_live
 
-        if not args.no_ingest:
-            from jobs.ingest import ingest
-
-            ingest(spark, settings)
-        if not table_exists(spark, settings.table_path("arrival_log")):
-            print(f"live: nothing to do: nothing has landed in {settings.landing} yet")
-            return 0
-        run_live(spark, settings, checkpoint=checkpoint,
-                 max_files_per_trigger=args.max_files_per_trigger)
+        for stream, pipelines in plan.pipelines.items():
+            if stream in plan.streams:
+                ingest(spark, stream)
+            if not table_exists(spark, stream.arrival_log):
+                print(f"live {stream.name}: nothing to do: nothing has landed in "
+                      f"{stream.landing} yet")
+                continue
+            run_live(spark, stream, pipelines, checkpoint=plan.checkpoint,
+                     max_files_per_trigger=args.max_files_per_trigger)
     else:
-        from jobs.live import run_stream
-
-        stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        print("live: running until interrupted (Ctrl-C stops it; the checkpoint keeps its "
-              "place)")
-        run_stream(spark, settings, trigger=args.trigger, checkpoint=checkpoint,
-                   duration_s=args.duration, metrics_interval_s=args.metrics_interval,
-                   stop=stop)
+        _run_long(spark, args, plan)
     return 0
+
+
+def _run_long(spark, args: argparse.Namespace, plan: Plan) -> None:
+    """The long-running job: one live stream per stream (each ingesting its landing files),
+    side by side in this process, until interrupted."""
+    from jobs.live import run_stream
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    print("live: running until interrupted (Ctrl-C stops it; the checkpoints keep their "
+          "place)")
+    failures: list[BaseException] = []
+
+    def run(stream: Stream, pipelines: list[Pipeline]) -> None:
+        try:
+            run_stream(spark, stream, pipelines, trigger=args.trigger,
+                       checkpoint=plan.checkpoint, duration_s=args.duration,
+                       metrics_interval_s=args.metrics_interval, stop=stop)
+        except BaseException as error:
+            failures.append(error)
+            stop.set()  # one stream failing stops the others cleanly
+
+    threads = [threading.Thread(target=run, args=item, name=f"live-{item[0].name}")
+               for item in plan.pipelines.items()]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
+    if failures:
+        raise failures[0]
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,11 +19,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.checks import nothing_to_backfill
+from jobs.checks import check_pipeline_mark, nothing_to_backfill
 from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none, replace_range, rows_written
 from jobs.progress import heartbeat
-from jobs.settings import PlatformSettings
+from jobs.registry import Pipeline
 from jobs.windows import compute_windows
 
 
@@ -34,6 +34,7 @@ class BackfillReport:
     results: int
     late: int
     metrics: list[dict]
+    pipeline: str = ""
     passes: int = 1
     """How many times the range was computed: more than once when the arrival log received
     records that reach the range while the backfill ran (see :func:`run_backfill`)."""
@@ -47,12 +48,13 @@ class BackfillReport:
 
     def summary(self) -> str:
         """What this backfill wrote (its own commits' counts, jobs/delta_io.rows_written)."""
+        said = f"backfill {self.pipeline}" if self.pipeline else "backfill"
         if self.wrote_nothing:
-            return (f"backfill: nothing to do for {self.first_day}..{self.last_day} (no "
+            return (f"{said}: nothing to do for {self.first_day}..{self.last_day} (no "
                     "arrivals in range)")
         again = f" (computed {self.passes} times: ingest ran meanwhile)" \
             if self.passes > 1 else ""
-        return (f"backfill {self.first_day}..{self.last_day}: wrote {self.results} result "
+        return (f"{said} {self.first_day}..{self.last_day}: wrote {self.results} result "
                 f"rows, {self.late} late records, {len(self.metrics)} days of metrics{again}")
 
 
@@ -63,11 +65,12 @@ class BackfillRaceError(RuntimeError):
     """The arrival log kept receiving records for the backfilled days during every pass."""
 
 
-def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str | None = None,
+def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None = None,
                  last_day: str | None = None, progress: Callable[[str], None] = print
                  ) -> BackfillReport:
-    """Recompute the output partitions ``[first_day, last_day]`` from the arrival log and
-    replace exactly those partitions in the results, late-records and metrics tables.
+    """Recompute the pipeline's output partitions ``[first_day, last_day]`` from its stream's
+    arrival log and replace exactly those partitions in its results, late-records and metrics
+    tables.
 
     A backfill computes from the log as it was when it started, then replaces its days. If
     ingest appended records reaching those days meanwhile, the live job may already have
@@ -76,11 +79,12 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
     for such records and, if there are any, computes the range again from the newer log.
     Rows the live job derived from the records the backfill saw are the rows the backfill
     writes (determinism), so erasing those loses nothing."""
-    log_path = settings.table_path(tables.ARRIVAL_LOG)
+    log_path = pipeline.table_path(tables.ARRIVAL_LOG)
     if read_table_or_none(spark, log_path) is None:
         raise FileNotFoundError(f"no arrival log at {log_path}: run ingest first")
-    if nothing_to_backfill(settings, first_day, last_day):
-        report = BackfillReport(str(first_day), str(last_day), 0, 0, [])
+    check_pipeline_mark(pipeline, remember=True)
+    if nothing_to_backfill(pipeline, first_day, last_day):
+        report = BackfillReport(str(first_day), str(last_day), 0, 0, [], pipeline.name)
         progress(report.summary())
         return report
     for attempt in range(1, MAX_BACKFILL_PASSES + 1):
@@ -89,17 +93,18 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, first_day: str
         version = DeltaTable.forPath(spark, log_path).history(1).select("version").first()[0]
         arrivals = spark.read.format("delta").option("versionAsOf", version).load(log_path)
         seen = arrivals.agg(F.max("arrival_seq")).first()[0]
-        report = _backfill_pass(spark, settings, arrivals, first_day, last_day, progress)
+        report = _backfill_pass(spark, pipeline, arrivals, first_day, last_day, progress)
         report.passes = attempt
         newer = spark.read.format("delta").load(log_path).where(
             F.col("arrival_seq") > F.lit(-1 if seen is None else seen))
         reaching = newer.where(could_reach(report.first_day, report.last_day,
-                                            settings.pipeline.window))
+                                            pipeline.spec.window))
         if not reaching.limit(1).count():
             progress(report.summary())  # the command line's last line, a Dagster run's log
             return report
-        progress(f"windows: the arrival log received records reaching {report.first_day} .. "
-                 f"{report.last_day} during the backfill; computing the range again")
+        progress(f"{pipeline.name}: the arrival log received records reaching "
+                 f"{report.first_day} .. {report.last_day} during the backfill; computing the "
+                 "range again")
     raise BackfillRaceError(
         f"the arrival log received records reaching {report.first_day} .. {report.last_day} "
         f"during each of {MAX_BACKFILL_PASSES} passes; the tables hold the last pass, which "
@@ -121,13 +126,13 @@ def _concurrently(write: Callable[[str, DataFrame], int],
         return {name: future.result() for name, future in futures.items()}
 
 
-def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
+def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
                    first_day: str | None, last_day: str | None,
                    progress: Callable[[str], None]) -> BackfillReport:
-    quarantine = read_table_or_none(spark, settings.table_path(tables.QUARANTINE))
-    outputs = compute_windows(arrivals, quarantine, settings.pipeline, settings.time_zone,
+    quarantine = read_table_or_none(spark, pipeline.table_path(tables.QUARANTINE))
+    outputs = compute_windows(arrivals, quarantine, pipeline.spec, pipeline.time_zone,
                               first_day, last_day)
-    progress(f"windows: computing partitions {outputs.first_day} .. {outputs.last_day}")
+    progress(f"{pipeline.name}: computing partitions {outputs.first_day} .. {outputs.last_day}")
     # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
     # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
     tag = f"backfill-{uuid.uuid4().hex}"
@@ -135,16 +140,16 @@ def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: Da
               (tables.LATE_DATA_METRICS, outputs.metrics)]
 
     def write(name: str, frame: DataFrame) -> int:
-        path = settings.table_path(name)
+        path = pipeline.table_path(name)
         replace_range(frame, path, column="window_end_date", first=outputs.first_day,
                       last=outputs.last_day, partition_by="window_end_date", tag=tag)
         count = rows_written(spark, path, tag)
-        progress(f"windows: wrote {count} rows to {name}")
+        progress(f"{pipeline.name}: wrote {count} rows to {name}")
         return count
 
     written: dict[str, int] = {}
     try:
-        with heartbeat(progress, f"windows: computing and writing {outputs.first_day} .. "
+        with heartbeat(progress, f"{pipeline.name}: computing and writing {outputs.first_day} .. "
                                  f"{outputs.last_day}"):
             if outputs.keeps_assignments:  # materialises the persisted rows the rest reuse
                 written[tables.WINDOW_ASSIGNMENTS] = write(tables.WINDOW_ASSIGNMENTS,
@@ -153,8 +158,8 @@ def _backfill_pass(spark: SparkSession, settings: PlatformSettings, arrivals: Da
     finally:
         outputs.release()
     metrics = [row.asDict() for row in spark.read.format("delta")
-               .load(settings.table_path(tables.LATE_DATA_METRICS))
+               .load(pipeline.table_path(tables.LATE_DATA_METRICS))
                .where(F.col("window_end_date").between(outputs.first_day, outputs.last_day))
                .orderBy("window_end_date").collect()]
     return BackfillReport(outputs.first_day, outputs.last_day, written[tables.WINDOW_RESULTS],
-                          written[tables.LATE_RECORDS], metrics)
+                          written[tables.LATE_RECORDS], metrics, pipeline.name)

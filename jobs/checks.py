@@ -1,9 +1,10 @@
 """Checks of a command against the state on disk, before Spark starts.
 
-:mod:`jobs.settings` checks each setting on its own; the checks here look at what a command is
-about to do with them: a day range that is reversed, a landing folder that is not there, a
-warehouse with nothing ingested yet, a warehouse or live checkpoint written for another
-pipeline, a misspelt ``PLATFORM_*`` variable. Each raises :class:`~jobs.settings.SettingsError`
+:mod:`jobs.settings` checks each setting on its own and :mod:`jobs.registry` the pipeline and
+stream descriptions; the checks here look at what a command is about to do with them: a day
+range that is reversed, a landing folder that is not there, a stream with nothing ingested
+yet, a pipeline whose tables or live checkpoint were written by another version of it, a
+misspelt ``PLATFORM_*`` variable. Each raises :class:`~jobs.settings.SettingsError`
 with one line naming the argument or setting, so the command line (status 2) and the Dagster
 assets fail the same way, in a second, before any data is touched. No Spark here: everything is
 read with plain Python (remote locations are left to the job that reaches them).
@@ -20,12 +21,14 @@ from collections.abc import Mapping
 from deltalake.exceptions import DeltaError
 
 from jobs import fast_writes, storage
+from jobs.registry import Pipeline, version_of
 from jobs.settings import PlatformSettings, SettingsError
+from jobs.streams import Stream
 from operators.pipeline import PipelineSpec
 
 DAY_MS = 86_400_000
 PIPELINE_MARK = ("_platform", "pipeline.json")
-"""Where a warehouse remembers the pipeline its tables were written with."""
+"""Where a pipeline's folder remembers the version its tables were written with."""
 
 
 def check_day_range(first_day: str | None, last_day: str | None,
@@ -50,7 +53,7 @@ def check_partition_range(start: str, end: str, first_partition: str) -> tuple[s
     return start, end
 
 
-def nothing_to_backfill(settings: PlatformSettings, first_day: str | None,
+def nothing_to_backfill(pipeline: Pipeline, first_day: str | None,
                         last_day: str | None) -> bool:
     """True only when a backfill of ``[first_day, last_day]`` would certainly write nothing
     and erase nothing, judged from Delta's file statistics alone: no arrival can have a window
@@ -60,7 +63,7 @@ def nothing_to_backfill(settings: PlatformSettings, first_day: str | None,
     (``--from 2030-01-01``: the issue's three minutes for nothing). Unknown means False."""
     from jobs.table_stats import file_bounds, partition_values
 
-    window = settings.pipeline.window
+    window = pipeline.spec.window
     if not first_day or not last_day or window.gap_field:
         return False
     first, last = dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day)
@@ -68,16 +71,16 @@ def nothing_to_backfill(settings: PlatformSettings, first_day: str | None,
     reach = window.size_ms or window.gap_ms or 0
     low = (first - epoch).days * DAY_MS - DAY_MS - reach
     high = (last - epoch).days * DAY_MS + 2 * DAY_MS
-    arrivals = file_bounds(settings.table_path("arrival_log"), "event_time_ms")
+    arrivals = file_bounds(pipeline.table_path("arrival_log"), "event_time_ms")
     if arrivals is None or any(lo <= high and hi >= low for lo, hi in arrivals):
         return False
     margin = dt.timedelta(days=1)
-    quarantined = file_bounds(settings.table_path("quarantine"), "ingest_date")
+    quarantined = file_bounds(pipeline.table_path("quarantine"), "ingest_date")
     if quarantined is None or any(lo <= last + margin and hi >= first - margin
                                   for lo, hi in quarantined):
         return False
     for name in ("window_results", "late_records", "late_data_metrics", "window_assignments"):
-        days = partition_values(settings.table_path(name), "window_end_date")
+        days = partition_values(pipeline.table_path(name), "window_end_date")
         if days is None or any(first <= dt.date.fromisoformat(str(day)) <= last
                                for day in days):
             return False
@@ -85,79 +88,130 @@ def nothing_to_backfill(settings: PlatformSettings, first_day: str | None,
 
 
 def fingerprint(spec: PipelineSpec) -> str:
-    """A short digest of a pipeline description: equal descriptions, equal digests."""
-    return hashlib.sha256(repr(spec).encode()).hexdigest()[:16]
+    """A short digest of a pipeline description: its version (jobs/registry.py)."""
+    return version_of(spec)
 
 
-def check_landing(settings: PlatformSettings) -> None:
-    """Ingest reads the landing folder: a missing one is almost always a wrong
-    ``PLATFORM_LANDING``, not "nothing landed yet", so say so instead of ingesting nothing."""
+def _landing_setting(stream: Stream) -> str:
+    return f"{stream.path}: landing" if stream.spec.landing else \
+        f"the landing folder of stream {stream.name} (PLATFORM_LANDING/{stream.name})"
+
+
+def check_landing(stream: Stream) -> None:
+    """Ingest reads the stream's landing folder: a missing one is almost always a wrong
+    setting, not "nothing landed yet", so say so instead of ingesting nothing."""
     from jobs.ingest.landing import LandingFolder
 
-    landing = LandingFolder(settings.landing)
+    landing = LandingFolder(stream.landing)
+    settings = stream.settings
+    if stream.landing == settings.warehouse or storage.is_inside(stream.landing,
+                                                                 settings.warehouse):
+        raise SettingsError(f"{_landing_setting(stream)} ({stream.landing}) must not be inside "
+                            f"PLATFORM_WAREHOUSE ({settings.warehouse}): ingest would read the "
+                            "tables' own files as landing files")
     try:
         exists = landing.exists()
     except OSError as error:  # an object store's credentials, endpoint or network
-        raise SettingsError(f"PLATFORM_LANDING ({landing}) cannot be read: "
+        raise SettingsError(f"{_landing_setting(stream)} ({landing}) cannot be read: "
                             f"{storage.describe_error(error)}") from None
     if not exists:
-        raise SettingsError(f"PLATFORM_LANDING ({landing}) does not exist: point it at the "
-                            "folder your collectors write <source_partition>/*.jsonl files to")
+        raise SettingsError(f"{_landing_setting(stream)} ({landing}) does not exist: create "
+                            "it, or point the stream at the folder your collectors write "
+                            "<source_partition>/*.jsonl files to")
 
 
-def check_ingested(settings: PlatformSettings) -> None:
-    """A backfill or a live run over a warehouse that has no arrival log yet has nothing to
+def check_ingested(stream: Stream) -> None:
+    """A backfill or a live run over a stream that has no arrival log yet has nothing to
     compute from: usually ingest has not run, or ``PLATFORM_WAREHOUSE`` names another
     folder."""
+    settings = stream.settings
     try:
-        ingested = fast_writes.table_exists(settings.table_path("arrival_log"))
+        ingested = fast_writes.table_exists(stream.arrival_log)
     except (OSError, DeltaError) as error:  # credentials, endpoint, network: say which
         raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}) cannot be read: "
                             f"{storage.describe_error(error)}") from None
     if not ingested:
-        raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}) has no arrival log "
-                            "yet: run `python -m jobs ingest` first, or point "
-                            "PLATFORM_WAREHOUSE at the warehouse you ingested into")
+        raise SettingsError(f"stream {stream.name} has no arrival log in PLATFORM_WAREHOUSE "
+                            f"({settings.warehouse}) yet: run `python -m jobs ingest` first, "
+                            "or point PLATFORM_WAREHOUSE at the warehouse you ingested into")
 
 
-def check_pipeline_mark(settings: PlatformSettings, *, remember: bool) -> None:
-    """One warehouse, one pipeline: the arrival log's watermarks and every windowed table
-    are computed with one description, and a second one would mix two pipelines' rows in
-    the same tables (a range backfill replaces only its own days). The first command that
-    runs against a warehouse records its pipeline (``remember``); a later command with
-    another one is refused."""
-    mark = storage.join(settings.warehouse, *PIPELINE_MARK)
-    wanted = {"fingerprint": fingerprint(settings.pipeline),
-              "pipeline": str(settings.pipeline_path)}
+def check_pipeline_mark(pipeline: Pipeline, *, remember: bool) -> None:
+    """A pipeline's tables hold the rows of one version of it: a range backfill replaces only
+    its own days, so a changed description would leave rows of two versions side by side.
+    The first command that writes a pipeline's tables records its version (``remember``); a
+    later command with another version is refused, with what to do."""
+    mark = storage.join(pipeline.folder, *PIPELINE_MARK)
+    wanted = {"version": pipeline.version, "pipeline": pipeline.path}
     try:
         text = storage.read_small_text(mark)
     except OSError as error:
         if not storage.is_local(mark):  # credentials, endpoint, network: say which
-            raise SettingsError(f"PLATFORM_WAREHOUSE ({settings.warehouse}): cannot read "
-                                f"{mark}: {storage.describe_error(error)}") from None
+            raise SettingsError(f"PLATFORM_WAREHOUSE ({pipeline.settings.warehouse}): cannot "
+                                f"read {mark}: {storage.describe_error(error)}") from None
         text = ""  # unreadable here: not a record this pipeline wrote
     if text is not None:
         try:
             found = json.loads(text)
         except ValueError:
             found = {}
-        if found.get("fingerprint") != wanted["fingerprint"]:
+        if found.get("version") != wanted["version"]:
             raise SettingsError(
-                f"PLATFORM_PIPELINE ({settings.pipeline_path}) is not the pipeline the "
-                f"warehouse {settings.warehouse} was written with ({found.get('pipeline')}, "
-                f"fingerprint {found.get('fingerprint')}): its tables would mix two "
-                "pipelines' rows. Point PLATFORM_WAREHOUSE at a new folder, or restore that "
-                f"pipeline (to adopt this one on purpose: delete {mark}, then run a full "
-                "backfill)")
+                f"{pipeline.path} changed since pipeline {pipeline.name}'s tables were written "
+                f"(version {found.get('version')}; now {pipeline.version}): its tables would "
+                "mix two versions' rows. Restore the file, or give the changed pipeline a new "
+                f"name (a new file); to recompute {pipeline.name} itself, delete its tables "
+                f"({pipeline.folder}) and run a backfill")
         return
     if remember:
         storage.write_small_text(mark, json.dumps(wanted))
 
 
-def check_checkpoint(checkpoint: str, spec: PipelineSpec, buckets: int) -> None:
-    """A live checkpoint holds state in one pipeline's shape (``<checkpoint>/platform/
-    stream.json``, written by the live stream): refuse another pipeline's before Spark reads
-    it. The stream checks again itself (remote checkpoints, Dagster runs)."""
+def check_stream_mark(stream: Stream, *, remember: bool) -> None:
+    """The arrival log records each record's watermark as the stream's strategy computed it,
+    and ingest carries the strategy's state from batch to batch: a stream whose watermark
+    strategy changed after its first ingest is refused (a new stream, a new name, starts
+    afresh)."""
+    mark = storage.join(stream.folder, "_platform", "stream.json")
+    wanted = {"watermark": hashlib.sha256(repr(stream.watermark).encode()).hexdigest()[:16],
+              "stream": stream.path}
+    try:
+        text = storage.read_small_text(mark)
+    except OSError as error:
+        if not storage.is_local(mark):
+            raise SettingsError(f"PLATFORM_WAREHOUSE ({stream.settings.warehouse}): cannot "
+                                f"read {mark}: {storage.describe_error(error)}") from None
+        text = ""
+    if text is not None:
+        try:
+            found = json.loads(text)
+        except ValueError:
+            found = {}
+        if found.get("watermark") != wanted["watermark"]:
+            raise SettingsError(
+                f"{stream.path}: watermark: the stream's watermark strategy changed since its "
+                "first ingest; its arrival log holds the watermarks the earlier strategy "
+                "computed, and ingest carries that strategy's state. Restore the watermark "
+                "section, or describe a new stream (a new file) with this one")
+        return
+    if remember:
+        storage.write_small_text(mark, json.dumps(wanted))
+
+
+def checkpoint_identity(stream: Stream, pipelines: list[Pipeline], buckets: int) -> dict:
+    """What a live checkpoint's state is the state of: the stream, each pipeline's version,
+    and the bucketing of keys."""
+    return {"stream": stream.name,
+            "pipelines": {p.name: p.version for p in sorted(pipelines, key=lambda p: p.name)},
+            "buckets": buckets}
+
+
+def check_checkpoint(checkpoint: str, stream: Stream, pipelines: list[Pipeline],
+                     buckets: int) -> None:
+    """A live checkpoint holds state in the shape of one set of pipeline versions
+    (``<checkpoint>/platform/stream.json``, written by the live stream): refuse another
+    set's before Spark reads it. The stream checks again itself (remote checkpoints, Dagster
+    runs)."""
     try:
         text = storage.read_small_text(storage.join(checkpoint, "platform", "stream.json"))
     except OSError as error:
@@ -166,12 +220,13 @@ def check_checkpoint(checkpoint: str, spec: PipelineSpec, buckets: int) -> None:
     if text is None:
         return
     found = json.loads(text)
-    wanted = {"pipeline": fingerprint(spec), "buckets": buckets}
+    wanted = checkpoint_identity(stream, pipelines, buckets)
     if found != wanted:
         raise SettingsError(
-            f"--checkpoint ({checkpoint}) was written for another pipeline or bucket count "
-            f"({found}; this run: {wanted}); give a new --checkpoint (the tables are kept; a "
-            "backfill recomputes them) or restore the pipeline it was written for")
+            f"--checkpoint ({checkpoint}) was written for other pipelines or another bucket "
+            f"count ({found}; this run: {wanted}); give a new --checkpoint (the tables are "
+            "kept; the new one computes them again from the arrival log) or run the pipelines "
+            "it was written for")
 
 
 def check_variable_names(env: Mapping[str, str]) -> None:

@@ -35,7 +35,7 @@ from jobs.delta_io import (
     retry_conflicts,
     table_exists,
 )
-from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 
 ENRICHED = "enriched_events"
@@ -141,13 +141,14 @@ def sum_counters(rows: list[str]) -> dict[str, int | float]:
     return total
 
 
-def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url: str,
+def run_enrichment(spark: SparkSession, stream: Stream, service_url: str,
                    config: AsyncEnrichConfig, first_seq: int | None = None,
                    last_seq: int | None = None, progress: Callable[[str], None] = print
                    ) -> EnrichReport:
-    """Enrich the arrival log's ``[first_seq, last_seq]`` and replace exactly that range in the
-    enriched and dead-letter tables; record responses unless replaying."""
-    log = read_table_or_none(spark, settings.table_path("arrival_log"))
+    """Enrich the stream's arrival log's ``[first_seq, last_seq]`` and replace exactly that
+    range in the stream's enriched and dead-letter tables; record responses unless
+    replaying."""
+    log = read_table_or_none(spark, stream.arrival_log)
     if log is None:
         raise FileNotFoundError("no arrival log yet: run ingest first")
     bounds = log.agg(F.min("arrival_seq"), F.max("arrival_seq")).first()
@@ -157,9 +158,9 @@ def run_enrichment(spark: SparkSession, settings: PlatformSettings, service_url:
         raise ValueError("the arrival log is empty")
     arrivals = log.where(F.col("arrival_seq").between(first, last))
     progress(f"enrichment: {config.mode} over arrival_seq {first}..{last}")
-    written = _enrich_and_write(spark, settings, arrivals, service_url, config,
+    written = _enrich_and_write(spark, stream, arrivals, service_url, config,
                                 write=lambda name, frame: replace_range(
-                                    frame, settings.table_path(name), column="arrival_seq",
+                                    frame, stream.table_path(name), column="arrival_seq",
                                     first=int(first), last=int(last)))
     report = EnrichReport(first, last, written.enriched, written.dead_letters,
                           config.mode != EnrichMode.REPLAY, written.counters)
@@ -173,13 +174,13 @@ def _describe(counters: dict[str, int]) -> str:
     return ", ".join(f"{name} {counters.get(name, 0)}" for name in names)
 
 
-def _enrich_and_write(spark: SparkSession, settings: PlatformSettings, arrivals: DataFrame,
+def _enrich_and_write(spark: SparkSession, stream: Stream, arrivals: DataFrame,
                       service_url: str, config: AsyncEnrichConfig,
                       write: Callable[[str, DataFrame], None]) -> _Written:
     """Enrich ``arrivals`` once, record the responses, then hand the enriched and dead-letter
     rows to ``write`` (which makes each write idempotent). See the module docstring for why
     in this order."""
-    responses_path = settings.table_path(RESPONSES)
+    responses_path = stream.table_path(RESPONSES)
     recordings = read_table_or_none(spark, responses_path)
     if config.mode == EnrichMode.REPLAY and recordings is None:
         raise FileNotFoundError(f"replay needs recorded responses at {responses_path}")
@@ -209,7 +210,7 @@ def _enrich_and_write(spark: SparkSession, settings: PlatformSettings, arrivals:
     return _Written(counts.get(True, 0), counts.get(False, 0), counters)
 
 
-def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service_url: str,
+def run_enrichment_live(spark: SparkSession, stream: Stream, service_url: str,
                         config: AsyncEnrichConfig, *, checkpoint: str | None = None,
                         max_files_per_trigger: int | None = None,
                         progress: Callable[[str], None] = print) -> list[dict]:
@@ -221,7 +222,7 @@ def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service
     """
     from jobs.live.sink import app_id_for
 
-    checkpoint = checkpoint or storage.join(settings.warehouse, "_checkpoints", "enrichment")
+    checkpoint = checkpoint or storage.join(stream.checkpoints, "enrichment")
     app_id = app_id_for(checkpoint)
     reader = spark.readStream.format("delta")
     if max_files_per_trigger:
@@ -230,16 +231,16 @@ def run_enrichment_live(spark: SparkSession, settings: PlatformSettings, service
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         def append(name: str, frame: DataFrame) -> None:
-            append_idempotent(frame, settings.table_path(name), app_id=app_id, version=batch_id)
+            append_idempotent(frame, stream.table_path(name), app_id=app_id, version=batch_id)
 
-        written = _enrich_and_write(spark, settings, batch, service_url, config, append)
+        written = _enrich_and_write(spark, stream, batch, service_url, config, append)
         summary = {"batch_id": batch_id, "enriched": written.enriched,
                    "dead_letters": written.dead_letters, **written.counters}
         batches.append(summary)
         progress(f"enrichment: batch {batch_id}: {summary['enriched']} enriched, "
                  f"{summary['dead_letters']} dead letters; {_describe(written.counters)}")
 
-    query = (reader.load(settings.table_path("arrival_log")).writeStream
+    query = (reader.load(stream.arrival_log).writeStream
              .foreachBatch(write_batch).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).queryName("eventtime_enrichment").start())
     query.awaitTermination()

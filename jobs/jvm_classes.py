@@ -169,13 +169,16 @@ def _workload(dump_to: str) -> None:
     from jobs.spark import get_spark
 
     settings = PlatformSettings.from_env()
-    generate(GeneratorConfig(events=2_000, keys=20, duration_ms=86_400_000), settings.landing)
+    platform = settings.platform
+    stream = next(iter(platform.streams.values()))
+    generate(GeneratorConfig(events=2_000, keys=20, duration_ms=86_400_000), stream.landing)
     quiet = {"progress": lambda _: None}
-    ingest(None, settings, **quiet)
+    ingest(None, stream, **quiet)
     spark = get_spark(settings.spark_master, settings.shuffle_partitions, "jvm-classes",
                       extra={"spark.driver.extraJavaOptions": f"{DUMP_OPTION}={dump_to}"})
-    run_backfill(spark, settings, **quiet)
-    run_live(spark, settings, **quiet)
+    for pipeline in platform.pipelines_of(stream.name):
+        run_backfill(spark, pipeline, **quiet)
+    run_live(spark, stream, **quiet)
     spark.stop()
 
 

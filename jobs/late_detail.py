@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from jobs import tables
 from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none
-from jobs.settings import PlatformSettings
+from jobs.registry import Pipeline
 from operators.time import MIN_WATERMARK
 from operators.window_operator import DROPPED, ON_TIME_CLASS
 
@@ -85,21 +85,21 @@ def histograms(counts: Iterable[Mapping]) -> dict[str, list[tuple[str, int, int]
             for day, buckets in per_day.items()}
 
 
-def late_assignments(spark: SparkSession, settings: PlatformSettings, first_day: str,
+def late_assignments(spark: SparkSession, pipeline: Pipeline, first_day: str,
                      last_day: str) -> DataFrame | None:
     """The late (record, window) rows whose window ends within ``[first_day, last_day]``, with
     ``lateness_ms``; ``None`` before anything was ingested."""
-    spec = settings.pipeline
+    spec = pipeline.spec
     if spec.is_standard_window:
         from jobs.windows.vectorised import classify
 
-        log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
+        log = read_table_or_none(spark, pipeline.table_path(tables.ARRIVAL_LOG))
         if log is None:
             return None
         assigned = classify(log.where(could_reach(first_day, last_day, spec.window)), spec,
-                            settings.time_zone)
+                            pipeline.time_zone)
     else:
-        assigned = read_table_or_none(spark, settings.table_path(tables.WINDOW_ASSIGNMENTS))
+        assigned = read_table_or_none(spark, pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
         if assigned is None:
             return None
         assigned = assigned.withColumnRenamed("fate", "_class")
@@ -110,11 +110,11 @@ def late_assignments(spark: SparkSession, settings: PlatformSettings, first_day:
             .withColumn("lateness_ms", F.greatest(F.lit(0), w - F.col("event_time_ms"))))
 
 
-def late_detail(spark: SparkSession, settings: PlatformSettings, first_day: str,
+def late_detail(spark: SparkSession, pipeline: Pipeline, first_day: str,
                 last_day: str, sample_size: int = SAMPLE_SIZE) -> dict[str, DayLateness]:
     """Per day with late records: its lateness histogram and a sample of its latest late
     records (two small Spark jobs over the range)."""
-    late = late_assignments(spark, settings, first_day, last_day)
+    late = late_assignments(spark, pipeline, first_day, last_day)
     if late is None:
         return {}
     late = late.select("window_end_date", "_class", "key", "arrival_seq", "event_time_ms",

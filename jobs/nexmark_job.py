@@ -37,7 +37,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from jobs import storage, tables
+from jobs import storage
 from jobs.days import window_end_date
 from jobs.delta_io import insert_new_rows, read_table_or_none, replace_range
 from jobs.runtime.buckets import (
@@ -49,7 +49,7 @@ from jobs.runtime.buckets import (
     key_slices,
 )
 from jobs.runtime.key_partitions import map_keys
-from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from nexmark.queries import make_query
 
 ROW_TYPES = {"name": "string"}
@@ -175,12 +175,12 @@ class NexmarkReport:
     batches: list[dict] = field(default_factory=list)
 
 
-def run_backfill(spark: SparkSession, settings: PlatformSettings, name: str,
+def run_backfill(spark: SparkSession, stream: Stream, name: str,
                  parameters: dict[str, int] | None = None,
                  progress: Callable[[str], None] = print) -> NexmarkReport:
     """Recompute query ``name`` over the whole arrival log; overwrite its tables."""
     query, spec = make_query(name, parameters), SPECS[name]
-    log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
+    log = read_table_or_none(spark, stream.arrival_log)
     if log is None:
         raise FileNotFoundError("no arrival log: ingest the Nexmark landing files first")
     end = log.agg(F.max(spec.watermark())).first()[0]
@@ -193,15 +193,15 @@ def run_backfill(spark: SparkSession, settings: PlatformSettings, name: str,
 
     emitted = map_keys(_input(log, spec), "query_key", run_key, _emitted_frame,
                        EMITTED_SCHEMA).localCheckpoint(eager=True)
-    rows = result_rows(emitted, query, spec, settings.time_zone)
-    late = late_rows(emitted, settings.time_zone)
-    _overwrite(rows, settings.table_path(spec.rows_table))
-    _overwrite(late, settings.table_path(f"nexmark_{name}_late"))
+    rows = result_rows(emitted, query, spec, stream.settings.time_zone)
+    late = late_rows(emitted, stream.settings.time_zone)
+    _overwrite(rows, stream.table_path(spec.rows_table))
+    _overwrite(late, stream.table_path(f"nexmark_{name}_late"))
     if name == "q5":
-        counts = spark.read.format("delta").load(settings.table_path(spec.rows_table))
-        _overwrite(hot_items(counts), settings.table_path("nexmark_q5"))
-    written = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}")).count()
-    dropped = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}_late")).count()
+        counts = spark.read.format("delta").load(stream.table_path(spec.rows_table))
+        _overwrite(hot_items(counts), stream.table_path("nexmark_q5"))
+    written = spark.read.format("delta").load(stream.table_path(f"nexmark_{name}")).count()
+    dropped = spark.read.format("delta").load(stream.table_path(f"nexmark_{name}_late")).count()
     progress(f"nexmark {name} backfill: {written} rows, {dropped} late")
     return NexmarkReport(name, written, dropped)
 
@@ -257,13 +257,13 @@ class QueryBucket:
         return [_emitted_frame(outputs)] if outputs else []
 
 
-def run_live(spark: SparkSession, settings: PlatformSettings, name: str,
+def run_live(spark: SparkSession, stream: Stream, name: str,
              parameters: dict[str, int] | None = None, *, checkpoint: str | None = None,
              max_files_per_trigger: int | None = None,
              progress: Callable[[str], None] = print) -> NexmarkReport:
     """Process what is new in the arrival log for query ``name``, then stop (AvailableNow)."""
     query, spec = make_query(name, parameters), SPECS[name]
-    source = settings.table_path(tables.ARRIVAL_LOG)
+    source = stream.arrival_log
     reader = spark.readStream.format("delta")
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
@@ -277,45 +277,44 @@ def run_live(spark: SparkSession, settings: PlatformSettings, name: str,
                .transformWithStateInPandas(statefulProcessor=engine,
                                            outputStructType=EMITTED_SCHEMA,
                                            outputMode="Append", timeMode="EventTime"))
-    checkpoint = checkpoint or storage.join(settings.warehouse, "_checkpoints",
-                                            f"nexmark_{name}")
+    checkpoint = checkpoint or storage.join(stream.checkpoints, f"nexmark_{name}")
     report = NexmarkReport(name, 0, 0)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch = batch.localCheckpoint(eager=True)
-        rows = result_rows(batch, query, spec, settings.time_zone)
-        late = late_rows(batch, settings.time_zone)
+        rows = result_rows(batch, query, spec, stream.settings.time_zone)
+        late = late_rows(batch, stream.settings.time_zone)
         for frame, table, identity in ((rows, spec.rows_table, query.columns),
                                        (late, f"nexmark_{name}_late", LATE_COLUMNS)):
             days = frame.agg(F.min("window_end_date").cast("string"),
                              F.max("window_end_date").cast("string")).first()
-            insert_new_rows(spark, frame, settings.table_path(table), keys=identity,
+            insert_new_rows(spark, frame, stream.table_path(table), keys=identity,
                             days=None if days[0] is None else (days[0], days[1]))
         if name == "q5":
-            _refresh_hot_items(spark, settings, rows)
+            _refresh_hot_items(spark, stream, rows)
         counts = batch.groupBy("kind").count().collect()
         summary = {"batch_id": batch_id, **{r.kind: r["count"] for r in counts}}
         report.batches.append(summary)
         progress(f"nexmark {name}: batch {batch_id}: {summary.get('row', 0)} rows, "
                  f"{summary.get('late', 0)} late")
 
-    stream = (emitted.writeStream.foreachBatch(write_batch)
+    running = (emitted.writeStream.foreachBatch(write_batch)
               .option("checkpointLocation", checkpoint).trigger(availableNow=True)
               .queryName(f"nexmark_{name}").start())
-    stream.awaitTermination()
-    if stream.exception() is not None:
-        raise RuntimeError(f"nexmark {name} live stream failed: {stream.exception()}")
+    running.awaitTermination()
+    if running.exception() is not None:
+        raise RuntimeError(f"nexmark {name} live stream failed: {running.exception()}")
     report.rows = spark.read.format("delta").load(
-        settings.table_path(f"nexmark_{name}")).count() if _exists(spark, settings, name) else 0
+        stream.table_path(f"nexmark_{name}")).count() if _exists(spark, stream, name) else 0
     report.late = sum(b.get("late", 0) for b in report.batches)
     return report
 
 
-def _exists(spark: SparkSession, settings: PlatformSettings, name: str) -> bool:
-    return read_table_or_none(spark, settings.table_path(f"nexmark_{name}")) is not None
+def _exists(spark: SparkSession, stream: Stream, name: str) -> bool:
+    return read_table_or_none(spark, stream.table_path(f"nexmark_{name}")) is not None
 
 
-def _refresh_hot_items(spark: SparkSession, settings: PlatformSettings,
+def _refresh_hot_items(spark: SparkSession, stream: Stream,
                        new_counts: DataFrame) -> None:
     """Stage 2 for the windows this batch added counts to, from the whole counts table: a
     window's counts can arrive over two batches (keys with a record fire in one, keys woken
@@ -324,9 +323,9 @@ def _refresh_hot_items(spark: SparkSession, settings: PlatformSettings,
     if bounds[0] is None:
         return
     low, high = int(bounds[0]), int(bounds[1])
-    counts = (spark.read.format("delta").load(settings.table_path("nexmark_q5_counts"))
+    counts = (spark.read.format("delta").load(stream.table_path("nexmark_q5_counts"))
               .where(F.col("window_end").between(low, high)))
-    path = settings.table_path("nexmark_q5")
+    path = stream.table_path("nexmark_q5")
     if read_table_or_none(spark, path) is None:
         hot_items(counts).write.format("delta").partitionBy("window_end_date").save(path)
     else:

@@ -12,21 +12,21 @@ from pyspark.sql import functions as F
 from jobs import tables
 from jobs.days import window_end_date
 from jobs.delta_io import read_table_or_none
-from jobs.settings import PlatformSettings
+from jobs.registry import Pipeline
 
 
-def log_day_range(spark: SparkSession, settings: PlatformSettings) -> tuple[str, str] | None:
-    """First and last day of window end the arrival log's events reach, in the configured
-    time zone (``None`` for an empty log).
+def log_day_range(spark: SparkSession, pipeline: Pipeline) -> tuple[str, str] | None:
+    """First and last day of the pipeline's window ends its stream's events reach, in the
+    configured time zone (``None`` for an empty log).
 
     For tumbling and sliding windows the last day is exact: the day of the last window that
     holds the latest event (an over-estimate would name a trailing day with no window, and
     that empty day would become the metrics' latest materialisation, all zeros). A session
     may end a gap after its last event; a dynamic gap's span is unknown, so a day is allowed."""
-    log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
+    log = read_table_or_none(spark, pipeline.table_path(tables.ARRIVAL_LOG))
     if log is None:
         return None
-    window = settings.pipeline.window
+    window = pipeline.spec.window
     latest = F.max("event_time_ms")
     if window.type in ("tumbling", "sliding"):
         slide = window.slide_ms if window.type == "sliding" else window.size_ms
@@ -35,26 +35,25 @@ def log_day_range(spark: SparkSession, settings: PlatformSettings) -> tuple[str,
     else:
         last_end = latest + F.lit(window.gap_ms or 86_400_000)
     first, last = log.agg(
-        F.date_format(window_end_date(F.min("event_time_ms") + 1, settings.time_zone),
+        F.date_format(window_end_date(F.min("event_time_ms") + 1, pipeline.time_zone),
                       "yyyy-MM-dd"),
-        F.date_format(window_end_date(last_end, settings.time_zone), "yyyy-MM-dd")).first()
+        F.date_format(window_end_date(last_end, pipeline.time_zone), "yyyy-MM-dd")).first()
     return None if first is None else (first, last)
 
 
-def table_counts(spark: SparkSession, settings: PlatformSettings,
-                 names: list[str]) -> dict[str, int | None]:
-    """Rows per table (``None``: not written yet)."""
+def table_counts(spark: SparkSession, paths: dict[str, str]) -> dict[str, int | None]:
+    """Rows per table, by name -> location (``None``: not written yet)."""
     counts: dict[str, int | None] = {}
-    for name in names:
-        table = read_table_or_none(spark, settings.table_path(name))
+    for name, path in paths.items():
+        table = read_table_or_none(spark, path)
         counts[name] = None if table is None else table.count()
     return counts
 
 
-def metric_totals(spark: SparkSession, settings: PlatformSettings) -> dict[str, int]:
+def metric_totals(spark: SparkSession, pipeline: Pipeline) -> dict[str, int]:
     """On time, late within lateness, dropped and quarantined over every day."""
     names = ("on_time", "late_within_lateness", "dropped_late", "quarantined")
-    metrics = read_table_or_none(spark, settings.table_path(tables.LATE_DATA_METRICS))
+    metrics = read_table_or_none(spark, pipeline.table_path(tables.LATE_DATA_METRICS))
     if metrics is None:
         return dict.fromkeys(names, 0)
     row = metrics.agg(*[F.sum(n).alias(n) for n in names]).first()

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -34,10 +34,14 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobs import storage
-from operators.pipeline import PipelineSpec, load_pipeline
 from operators.time import parse_duration_ms
 
-DEFAULT_PIPELINE = Path(__file__).parent / "pipelines" / "demo.yaml"
+if TYPE_CHECKING:
+    from jobs.registry import Platform
+
+PROJECT = Path(__file__).resolve().parent.parent
+DEFAULT_PIPELINES = PROJECT / "pipelines"
+DEFAULT_STREAMS = PROJECT / "streams"
 DAY_MS = 86_400_000
 
 
@@ -76,11 +80,15 @@ class PlatformSettings(BaseSettings):
                            description="Delta tables (default <home>/warehouse); a folder or a "
                                        "Hadoop URI such as s3a://bucket/warehouse")
     landing: str = Field("",
-                         description="Landing folder, <landing>/<source_partition>/*.jsonl "
-                                     "(default <home>/landing)")
-    pipeline_path: str = Field(str(DEFAULT_PIPELINE),
-                               validation_alias="PLATFORM_PIPELINE",
-                               description="Pipeline description (YAML or JSON)")
+                         description="Landing folders, one per stream: "
+                                     "<landing>/<stream>/<source_partition>/*.jsonl (default "
+                                     "<home>/landing)")
+    pipelines: str = Field(str(DEFAULT_PIPELINES),
+                           description="Folder of pipeline descriptions, one file each, the "
+                                       "pipeline's name its stem")
+    streams: str = Field(str(DEFAULT_STREAMS),
+                         description="Folder of stream descriptions, one file each, the "
+                                     "stream's name its stem")
     # -- ingest ---------------------------------------------------------------------------------
     ingest_clock: str = Field("field:received_at",
                               description="'wall', or 'field:<name>': the collector's stamp")
@@ -133,11 +141,11 @@ class PlatformSettings(BaseSettings):
     enrichment_url: str = Field("http://127.0.0.1:8765",
         description="The enrichment service's base URL")
 
-    _pipeline_spec: PipelineSpec | None = PrivateAttr(None)
+    _platform: Platform | None = PrivateAttr(None)
 
     # -- validation of single fields ------------------------------------------------------------
 
-    @field_validator("home", "warehouse", "landing", "pipeline_path", "spark_defaults")
+    @field_validator("home", "warehouse", "landing", "pipelines", "streams", "spark_defaults")
     @classmethod
     def _location(cls, value: str) -> str:
         return storage.normalise(value) if value else value
@@ -205,20 +213,14 @@ class PlatformSettings(BaseSettings):
             object.__setattr__(self, "landing", storage.join(home, "landing"))
 
     @property
-    def pipeline(self) -> PipelineSpec:
-        """The pipeline description (loaded and validated once)."""
-        if self._pipeline_spec is None:
-            try:
-                self._pipeline_spec = load_pipeline(self.pipeline_path)
-            except ValueError as error:
-                raise SettingsError(f"PLATFORM_PIPELINE ({self.pipeline_path}): {error}") \
-                    from None
-        return self._pipeline_spec
+    def platform(self) -> Platform:
+        """Every stream and pipeline (``PLATFORM_STREAMS``, ``PLATFORM_PIPELINES``), read and
+        checked once (jobs/registry.py)."""
+        if self._platform is None:
+            from jobs.registry import load_platform
 
-    @property
-    def landing_dir(self) -> Path:
-        """The landing folder on this machine's disk (a ``SettingsError`` for a remote one)."""
-        return _local("PLATFORM_LANDING", self.landing)
+            self._platform = load_platform(self)
+        return self._platform
 
     def spark_settings(self) -> dict[str, str]:
         """Extra Spark settings: the spark-defaults file's, then ``PLATFORM_SPARK_CONF``'s."""
@@ -254,7 +256,8 @@ class PlatformSettings(BaseSettings):
 
     def check(self) -> PlatformSettings:
         """Check what can be checked before Spark starts: local folders exist or can be
-        created, the landing folder is not inside the warehouse, the pipeline loads."""
+        created, the landing folder is not inside the warehouse, the streams and pipelines
+        load."""
         for setting, location in (("PLATFORM_HOME", self.home),
                                   ("PLATFORM_WAREHOUSE", self.warehouse),
                                   ("PLATFORM_LANDING", self.landing)):
@@ -264,7 +267,7 @@ class PlatformSettings(BaseSettings):
             raise SettingsError(f"PLATFORM_LANDING ({self.landing}) must not be inside "
                                 f"PLATFORM_WAREHOUSE ({self.warehouse}): ingest would read the "
                                 "tables' own files as landing files")
-        self.pipeline  # noqa: B018 - loads and validates the description
+        self.platform  # noqa: B018 - loads and validates every description
         self.spark_settings()
         return self
 
@@ -380,14 +383,6 @@ def parse_defaults_file(text: str) -> dict[str, str]:
                                 f"got {line!r}")
         result[parts[0]] = parts[1].strip()
     return result
-
-
-def _local(setting: str, location: str) -> Path:
-    try:
-        return storage.local_path(location)
-    except ValueError:
-        raise SettingsError(f"{setting} ({location}) is not a local folder; this step reads "
-                            "it from the local disk") from None
 
 
 def _check_folder(setting: str, path: Path) -> None:

@@ -18,7 +18,10 @@ before.
 
 Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"5m"``)::
 
-    watermark:
+    source: events                         # the stream it reads (a platform pipeline; the
+                                           # stream's description holds the watermark)
+    description: Events per user and minute   # optional, in words
+    watermark:                             # only in a standalone description (replay):
       strategy: bounded_out_of_orderness   # or monotonous, punctuated
       max_out_of_orderness: 5s             # bounded_out_of_orderness only
       punctuation_field: is_watermark      # punctuated only: true emits the event's time,
@@ -515,8 +518,15 @@ class PipelineSpec(_Section):
 
     NOUN: ClassVar[str] = "a pipeline"
 
-    watermark: WatermarkSpec
     window: WindowSpec
+    source: str | None = None
+    """The stream the pipeline reads (a pipeline of the platform's pipelines folder; its
+    watermark strategy is the stream's)."""
+    description: str | None = None
+    """What the pipeline is for, in words (shown with its tables, e.g. in Dagster)."""
+    watermark: WatermarkSpec | None = None
+    """How watermarks are computed: a stream's property in the platform (ingest records them
+    in the arrival log); a standalone description for the replay command may give its own."""
     trigger: TriggerSpec | None = None
     evictor: EvictorSpec | None = None
     allowed_lateness_ms: _duration(0) = Field(0, alias="allowed_lateness")  # type: ignore[valid-type]
@@ -557,6 +567,7 @@ class PipelineSpec(_Section):
 
 
 _ADAPTER = TypeAdapter(PipelineSpec)
+_WATERMARK_ADAPTER = TypeAdapter(WatermarkSpec)
 
 
 # -- errors that name the setting -----------------------------------------------------------------
@@ -613,6 +624,24 @@ def parse_pipeline(raw: Any) -> PipelineSpec:
                                         by_name=False)
     except ValidationError as error:
         raise _config_error(error) from None
+
+
+def parse_watermark(raw: Any, where: str = "watermark") -> WatermarkSpec:
+    """Validate a ``watermark`` section on its own (a stream description holds one); errors
+    name the setting below ``where``."""
+    if not isinstance(raw, Mapping):
+        raise PipelineConfigError(f"{where} must be a mapping, got {type(raw).__name__}")
+    try:
+        return _WATERMARK_ADAPTER.validate_python(raw, context={_DESCRIPTION: True},
+                                                  by_alias=True, by_name=False)
+    except ValidationError as error:
+        messages = []
+        for item in error.errors(include_url=False):
+            item = {**item, "loc": (where, *item["loc"])}
+            message = _message(item)
+            if message not in messages:
+                messages.append(message)
+        raise PipelineConfigError("; ".join(messages)) from None
 
 
 def load_pipeline(path: str | Path) -> PipelineSpec:

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from operators.build import build_driver
-from operators.pipeline import PipelineConfigError, PipelineSpec, parse_pipeline, read_description
+from operators.pipeline import (
+    PipelineConfigError,
+    PipelineSpec,
+    parse_pipeline,
+    parse_watermark,
+    read_description,
+)
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK, parse_timestamp_ms
 from operators.watermarks import assign_watermarks
 from operators.window_operator import Firing, LateRecord, Pane, WindowDriver
@@ -219,9 +225,11 @@ def watermarks_for(records: Sequence[ArrivalRecord], spec: PipelineSpec,
         return [r.watermark_ms for r in records]  # type: ignore[misc]
     if recorded_only:
         first = next(r for r in records if not r.has_watermark)
+        remedy = (f"--stream with the description of stream {spec.source!r}" if spec.source
+                  else "a watermark section")
         raise ReplayInputError(f"{first.where}: no 'watermark_ms', and the pipeline has no "
                                f"watermark section to compute it from (give every record "
-                               f"watermark_ms, or add a watermark section)")
+                               f"watermark_ms, or {remedy})")
     if recorded and warn is not None:
         warn(f"warning: only {recorded} of {len(records)} records carry watermark_ms; "
              f"ignoring them and computing watermarks from the pipeline's strategy")
@@ -333,10 +341,23 @@ def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         raise ReplayInputError(f"cannot write {path}: {error.strerror}") from None
 
 
-def load_replay_pipeline(path: Path) -> tuple[PipelineSpec, bool]:
+def load_replay_pipeline(path: Path, stream: Path | None = None) -> tuple[PipelineSpec, bool]:
     """The pipeline, and whether it lacked a ``watermark`` section (then every record must
-    carry ``watermark_ms``; the strategy put in its place is never used)."""
+    carry ``watermark_ms``; the strategy put in its place is never used).
+
+    A platform pipeline reads a stream (``source``) whose description holds the watermark
+    strategy: ``stream`` is that description, and its ``watermark`` section computes the
+    records' watermarks as ingest does."""
     raw = read_description(path)
+    if isinstance(raw, dict) and stream is not None:
+        if raw.get("watermark") is not None:
+            raise PipelineConfigError("watermark: the pipeline has its own watermark section; "
+                                      "--stream gives it one too (keep one of them)")
+        described = read_description(stream)
+        if not isinstance(described, dict) or described.get("watermark") is None:
+            raise PipelineConfigError(f"--stream {stream}: no watermark section in it")
+        parse_watermark(described["watermark"], f"{stream}: watermark")  # errors name the file
+        return parse_pipeline({**raw, "watermark": described["watermark"]}), False
     if isinstance(raw, dict) and raw.get("watermark") is None:
         return parse_pipeline({**raw, "watermark": {"strategy": "monotonous"}}), True
     return parse_pipeline(raw), False
@@ -372,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "and write its panes and late records. See docs/replay.md.")
     parser.add_argument("--pipeline", type=Path,
                         help="pipeline description (.yaml/.yml or .json)")
+    parser.add_argument("--stream", type=Path,
+                        help="the description of the stream a platform pipeline reads "
+                             "(streams/<source>.yaml): its watermark section computes the "
+                             "records' watermarks")
     parser.add_argument("--events", type=Path,
                         help="events in arrival order, one JSON object per line; a line "
                              '{"watermark": W} advances the watermark')
@@ -408,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pipeline is None or args.events is None:
         parser.error("--pipeline and --events are required (or --transcript)")
     try:
-        spec, recorded_only = load_replay_pipeline(args.pipeline)
+        spec, recorded_only = load_replay_pipeline(args.pipeline, args.stream)
         driver = build_driver(spec)  # combinations the operator refuses (say a delta trigger
     except (ValueError, PipelineConfigError) as error:  # on sessions) are pipeline errors too
         say(f"eventtime-replay: bad pipeline {args.pipeline}: {error}")

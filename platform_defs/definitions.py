@@ -1,22 +1,24 @@
 """The code location ``workspace.yaml`` loads: ``dagster dev -w workspace.yaml``.
 
+The streams and pipelines come from the project's defs folder (``platform_defs/defs``): one
+instance of the :class:`~platform_defs.components.EventTimePipelines` component, which builds
+an asset group per stream and per pipeline from the folders ``PLATFORM_STREAMS`` and
+``PLATFORM_PIPELINES`` name. The enrichment of each stream and the resources are added here.
+
 Resources are configured here the Dagster way: every field can be set in the launchpad or by
 ``PLATFORM_*`` environment variables (their defaults); the enrichment token only ever comes from
 the environment, through ``EnvVar``.
 """
 
 import os
+from pathlib import Path
 
-from dagster import Definitions, EnvVar, PipesSubprocessClient
+from dagster import Definitions, EnvVar, PipesSubprocessClient, load_from_defs_folder
 
-from platform_defs.assets import LIVE_TABLES, ingest_landing, landing_files, windowed_outputs
-from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment
-from platform_defs.live_job import live_job
-from platform_defs.live_pipes import live_pipes_job, live_stream_job
+from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment_assets
 from platform_defs.monitoring import MonitoringResource
 from platform_defs.resources import DeltaSparkResource, PlatformResource
-from platform_defs.schedules import finality_schedule, windowed_job
-from platform_defs.sensors import landing_sensor
+from platform_defs.table_specs import load_settings
 from services.enrichment_service import DEFAULT_TOKEN_ENV
 
 
@@ -28,16 +30,16 @@ def enrichment_resource() -> EnrichmentServiceResource:
     return EnrichmentServiceResource()
 
 
-defs = Definitions(
-    assets=[landing_files, ingest_landing, windowed_outputs, enrichment, *LIVE_TABLES],
-    jobs=[windowed_job, live_job, live_pipes_job, live_stream_job],
-    schedules=[finality_schedule],
-    sensors=[landing_sensor],
-    resources={
-        "platform": PlatformResource(),
-        "spark": DeltaSparkResource.from_settings(),
-        "monitoring_thresholds": MonitoringResource(),
-        "enrichment_service": enrichment_resource(),
-        "pipes_subprocess_client": PipesSubprocessClient(),
-    },
+defs = Definitions.merge(
+    load_from_defs_folder(path_within_project=Path(__file__).parent),
+    Definitions(
+        assets=[enrichment_assets(stream) for stream in load_settings().platform.streams.values()],
+        resources={
+            "platform": PlatformResource(),
+            "spark": DeltaSparkResource.from_settings(),
+            "monitoring_thresholds": MonitoringResource(),
+            "enrichment_service": enrichment_resource(),
+            "pipes_subprocess_client": PipesSubprocessClient(),
+        },
+    ),
 )

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _prepare_environment(home, explicit=args.home is not None)
 
-    from dagster import AssetSelection, DagsterInstance, materialize
+    from dagster import AssetKey, AssetSelection, DagsterInstance, materialize
 
     from jobs.reports import log_day_range
     from jobs.settings import SettingsError
@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     resources = defs.resources
     try:
         settings = resources["platform"].settings()
+        platform = settings.platform
     except SettingsError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
@@ -115,52 +116,63 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {error}", file=sys.stderr)
         return 1
     assets = list(defs.assets)
-    print(f"[1/3] landing files + ingest (Dagster home {os.environ['DAGSTER_HOME']})")
-    result = materialize(
-        assets, instance=instance, resources=resources,
-        selection=AssetSelection.assets("landing_files", "arrival_log", "quarantine"),
-        run_config={"ops": {"landing_files": {"config": generator}}, **QUIET_LOGS},
-    )
-    if not result.success:
-        return 1
-    days = log_day_range(spark, settings)
-    if days is None:
-        print("demo: no event reached the arrival log", file=sys.stderr)
-        return 1
-    first_day, last_day = days
-    print(f"[2/3] windowed results for partitions {first_day} .. {last_day} (one Spark job)")
-    result = materialize(
-        assets, instance=instance, resources=resources,
-        selection=AssetSelection.assets("window_results", "late_records", "late_data_metrics"),
-        tags={ASSET_PARTITION_RANGE_START_TAG: first_day, ASSET_PARTITION_RANGE_END_TAG: last_day},
-        run_config=QUIET_LOGS,
-    )
-    if not result.success:
-        return 1
-    if not _enrich(assets, instance, resources):
+    print(f"[1/3] landing files + ingest of {', '.join(platform.streams)} (Dagster home "
+          f"{os.environ['DAGSTER_HOME']})")
+    for stream in platform.streams.values():
+        keys = [AssetKey([stream.name, t]) for t in ("landing_files", "arrival_log",
+                                                      "quarantine")]
+        result = materialize(
+            assets, instance=instance, resources=resources,
+            selection=AssetSelection.assets(*keys),
+            run_config={"ops": {f"{stream.name}__landing_files": {"config": generator}},
+                        **QUIET_LOGS},
+        )
+        if not result.success:
+            return 1
+    for index, pipeline in enumerate(platform.pipelines.values(), start=1):
+        days = log_day_range(spark, pipeline)
+        if days is None:
+            print(f"demo: no event reached the arrival log of {pipeline.stream.name}",
+                  file=sys.stderr)
+            return 1
+        first_day, last_day = days
+        print(f"[2/3] pipeline {pipeline.name} ({index} of {len(platform.pipelines)}): "
+              f"partitions {first_day} .. {last_day} (one Spark job)")
+        result = materialize(
+            assets, instance=instance, resources=resources,
+            selection=AssetSelection.assets(*[AssetKey([pipeline.name, t]) for t in
+                                              ("window_results", "late_records",
+                                               "late_data_metrics")]),
+            tags={ASSET_PARTITION_RANGE_START_TAG: first_day,
+                  ASSET_PARTITION_RANGE_END_TAG: last_day},
+            run_config=QUIET_LOGS,
+        )
+        if not result.success:
+            return 1
+    if not _enrich(assets, instance, resources, platform):
         return 1
     print_summary(spark, settings, time.monotonic() - started)
     return 0
 
 
-def _enrich(assets: list, instance, resources: dict) -> bool:
+def _enrich(assets: list, instance, resources: dict, platform) -> bool:
     """The enrichment assets against the real user-catalogue service, started on a free
     loopback port for the demo and stopped after (production points the
     ``enrichment_service`` resource at its own service)."""
-    from dagster import AssetSelection, materialize
+    from dagster import AssetKey, AssetSelection, materialize
 
     from platform_defs.enrichment_assets import EnrichmentServiceResource
     from services.enrichment_service import running_service
 
+    keys = [AssetKey([stream, table]) for stream in platform.streams
+            for table in ("enrichment_responses", "enriched_events", "enrichment_dead_letters")]
     with running_service(latency_ms=2) as service:
         print(f"[3/3] enrichment against the catalogue service at {service.base_url}")
         result = materialize(
             assets, instance=instance,
             resources={**resources, "enrichment_service": EnrichmentServiceResource(
                 service_url=service.base_url, capacity=50)},
-            selection=AssetSelection.assets("enrichment_responses", "enriched_events",
-                                            "enrichment_dead_letters"),
-            run_config=QUIET_LOGS)
+            selection=AssetSelection.assets(*keys), run_config=QUIET_LOGS)
     return result.success
 
 
@@ -169,18 +181,32 @@ def print_summary(spark, settings, seconds: float) -> None:
     from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
     from jobs.reports import metric_totals, table_counts
 
+    platform = settings.platform
     print("\nTables (Delta) in", settings.warehouse)
-    names = [tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
-             tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS, RESPONSES]
-    for name, rows in table_counts(spark, settings, names).items():
-        shown = "-" if rows is None else rows
-        print(f"  {name:<23} {shown:>9} rows   {settings.table_path(name)}")
-    totals = metric_totals(spark, settings)
-    print(f"\nOn time {totals['on_time']}, late within lateness "
-          f"{totals['late_within_lateness']}, dropped as too late {totals['dropped_late']}, "
-          f"quarantined {totals['quarantined']}")
-    print(f"Done in {seconds:.0f} s. Dagster runs are stored in {os.environ['DAGSTER_HOME']}.\n"
-          f"Open the UI with:  ./platform ui   (then http://127.0.0.1:3000)")
+    for stream in platform.streams.values():
+        names = [tables.ARRIVAL_LOG, tables.QUARANTINE, ENRICHED, DEAD_LETTERS, RESPONSES]
+        paths = {name: stream.table_path(name) for name in names}
+        print(f"  stream {stream.name}")
+        for name, rows in table_counts(spark, paths).items():
+            shown = "-" if rows is None else rows
+            print(f"    {name:<25} {shown:>9} rows   {paths[name]}")
+    for pipeline in platform.pipelines.values():
+        names = [tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS]
+        paths = {name: pipeline.table_path(name) for name in names}
+        totals = metric_totals(spark, pipeline)
+        print(f"  pipeline {pipeline.name} (stream {pipeline.stream.name}): on time "
+              f"{totals['on_time']}, late within lateness {totals['late_within_lateness']}, "
+              f"dropped as too late {totals['dropped_late']}, quarantined "
+              f"{totals['quarantined']}")
+        for name, rows in table_counts(spark, paths).items():
+            shown = "-" if rows is None else rows
+            print(f"    {name:<25} {shown:>9} rows   {paths[name]}")
+    home = os.environ["PLATFORM_HOME"]
+    default_home = str(Path(".platform").absolute())
+    ui = "./platform ui" if home == default_home else f"PLATFORM_HOME={home} ./platform ui"
+    print(f"\nDone in {seconds:.0f} s. Dagster runs are stored in "
+          f"{os.environ['DAGSTER_HOME']}.\nOpen the UI with:  {ui}   (then "
+          "http://127.0.0.1:3000)")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Enrichment tables as assets: recorded responses, enriched events and dead letters.
 
-One Spark job (``jobs.enrichment.run_enrichment``) writes all three from the arrival log, so
-they are one multi-asset. The service URL is resource config (``PLATFORM_ENRICHMENT_URL`` by
-default); the bearer token comes from the environment through Dagster's ``EnvVar`` and is handed
-to Spark's Python workers in memory only, never logged and never put in metadata.
+One Spark job (``jobs.enrichment.run_enrichment``) writes all three from a stream's arrival log,
+so they are one multi-asset per stream (keys ``<stream>/enrichment_*``). The service URL is
+resource config (``PLATFORM_ENRICHMENT_URL`` by default); the bearer token comes from the
+environment through Dagster's ``EnvVar`` and is handed to Spark's Python workers in memory only,
+never logged and never put in metadata.
 """
 
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 
 from dagster import (
     AssetExecutionContext,
+    AssetsDefinition,
     AssetSpec,
     AutomationCondition,
     Config,
@@ -24,10 +26,17 @@ from pyspark.sql import SparkSession
 from jobs import tables
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 from operators.retry import RetryPolicy
 from platform_defs.resources import DeltaSparkResource, PlatformResource
-from platform_defs.table_specs import DELTA_KINDS, OWNERS, spec_metadata, table_path_metadata
+from platform_defs.table_specs import (
+    DELTA_KINDS,
+    OWNERS,
+    spec_metadata,
+    stream_key,
+    table_path_metadata,
+)
 from services.enrichment_client import TRANSIENT_ERRORS
 from services.enrichment_service import DEFAULT_TOKEN_ENV
 
@@ -106,38 +115,48 @@ sensor's run, say), unless a run is already under way. Evaluated by Dagster's
 conditions on their parents' updates: the landing sensor and the finality schedule keep them.)"""
 
 
-def _spec(name: str, description: str) -> AssetSpec:
-    return AssetSpec(name, group_name="enrichment", owners=OWNERS, kinds=DELTA_KINDS,
-                     deps=[tables.ARRIVAL_LOG], metadata=spec_metadata(name),
-                     description=description, automation_condition=ENRICH_NEW_ARRIVALS)
+def enrichment_assets(stream: Stream) -> AssetsDefinition:
+    """The enrichment of one stream's arrival log: keys ``<stream>/enrichment_*``."""
+    name = stream.name
+    log = stream_key(stream, tables.ARRIVAL_LOG)
 
+    def spec(table: str, description: str) -> AssetSpec:
+        return AssetSpec(stream_key(stream, table), group_name="enrichment", owners=OWNERS,
+                         kinds=DELTA_KINDS, deps=[log],
+                         metadata=spec_metadata(table, stream.table_path(table)),
+                         description=description, automation_condition=ENRICH_NEW_ARRIVALS)
 
-@multi_asset(specs=[
-    _spec(RESPONSES, "Every service answer (or final error) per arrival_seq, recorded so a "
-                     "replay backfill reproduces the live run without the service."),
-    _spec(ENRICHED, "Arrivals the service enriched: the record plus the profile it returned."),
-    _spec(DEAD_LETTERS, "Arrivals whose calls all failed, with the error and attempt count; "
-                        "they never stop the job (SEMANTICS §5)."),
-])
-def enrichment(context: AssetExecutionContext, config: EnrichmentRunConfig,
-               platform: PlatformResource, spark: DeltaSparkResource,
-               enrichment_service: EnrichmentServiceResource):
-    """Enrich the whole arrival log (recorded answers are reused, so a re-run makes no calls)."""
-    settings = platform.settings()
-    service = enrichment_service
-    run_config = service.enrich_config(config.mode)
-    session = spark.session()
-    with worker_token(session, service.token):
-        report = run_enrichment(session, settings, service.service_url, run_config,
-                                progress=context.log.info)
-    calls = {name: report.counters.get(name, 0) for name in
-             ("calls", "retries", "timeouts", "errors", "rejected_results", "replayed",
-              "missing_recordings", "max_in_flight")}
-    yield MaterializeResult(asset_key=RESPONSES, metadata={
-        **table_path_metadata(settings, RESPONSES), "calls_made": report.calls_made,
-        "mode": config.mode, **calls})
-    yield MaterializeResult(asset_key=ENRICHED, metadata={
-        **table_path_metadata(settings, ENRICHED), "enriched": report.enriched,
-        "first_seq": report.first_seq, "last_seq": report.last_seq})
-    yield MaterializeResult(asset_key=DEAD_LETTERS, metadata={
-        **table_path_metadata(settings, DEAD_LETTERS), "dead_letters": report.dead_letters})
+    @multi_asset(name=f"{name}_enrichment", specs=[
+        spec(RESPONSES, "Every service answer (or final error) per arrival_seq, recorded so a "
+                        "replay backfill reproduces the live run without the service."),
+        spec(ENRICHED, "Arrivals the service enriched: the record plus the profile it "
+                       "returned."),
+        spec(DEAD_LETTERS, "Arrivals whose calls all failed, with the error and attempt "
+                           "count; they never stop the job."),
+    ])
+    def enrichment(context: AssetExecutionContext, config: EnrichmentRunConfig,
+                   platform: PlatformResource, spark: DeltaSparkResource,
+                   enrichment_service: EnrichmentServiceResource):
+        """Enrich the stream's whole arrival log (recorded answers are reused, so a re-run
+        makes no calls)."""
+        current = platform.stream(name)
+        service = enrichment_service
+        run_config = service.enrich_config(config.mode)
+        session = spark.session()
+        with worker_token(session, service.token):
+            report = run_enrichment(session, current, service.service_url, run_config,
+                                    progress=context.log.info)
+        calls = {key: report.counters.get(key, 0) for key in
+                 ("calls", "retries", "timeouts", "errors", "rejected_results", "replayed",
+                  "missing_recordings", "max_in_flight")}
+        yield MaterializeResult(asset_key=stream_key(stream, RESPONSES), metadata={
+            **table_path_metadata(current.table_path(RESPONSES)),
+            "calls_made": report.calls_made, "mode": config.mode, **calls})
+        yield MaterializeResult(asset_key=stream_key(stream, ENRICHED), metadata={
+            **table_path_metadata(current.table_path(ENRICHED)), "enriched": report.enriched,
+            "first_seq": report.first_seq, "last_seq": report.last_seq})
+        yield MaterializeResult(asset_key=stream_key(stream, DEAD_LETTERS), metadata={
+            **table_path_metadata(current.table_path(DEAD_LETTERS)),
+            "dead_letters": report.dead_letters})
+
+    return enrichment

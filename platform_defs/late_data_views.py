@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jobs.late_detail import DayLateness
-from operators.time import ms_to_datetime
+from operators.time import MIN_WATERMARK, ms_to_datetime
 
 BAR_WIDTH = 30
 
@@ -30,6 +30,13 @@ def human_duration(ms: float | int | None) -> str:
     if hours:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+
+
+def watermark_text(ms: int | None) -> str:
+    """A watermark as a person reads it: the instant, or that there is none yet."""
+    if ms is None or ms == MIN_WATERMARK:
+        return "none yet (no record has moved it)"
+    return _time(ms)
 
 
 def _time(ms: int) -> str:

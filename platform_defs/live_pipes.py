@@ -3,14 +3,16 @@
 Both jobs launch ``jobs/live/pipes.py`` in its own interpreter, SparkSession and
 memory; its log lines stream into the run's logs as it goes.
 
-- ``live_pipes_job``: one increment (what the landing sensor's ``live_job`` does in process);
-  what it reports at the end becomes the same asset materialisations ``live_job`` records.
-- ``live_stream_job``: the long-running live stream. Each micro-batch the process reports is
-  recorded at once as an observation of ``late_data_metrics`` (records, panes, late rows, on
-  time, late within lateness, dropped, lateness percentiles, watermark lag), so the asset's plots
-  move while the job runs; when it stops (``max_batches``, ``duration_seconds``, or the run being
-  terminated, which stops the stream cleanly with its checkpoint kept), the days it touched
-  are recorded as materialisations and judged by the late-data checks.
+- ``live_pipes_job``: one increment of a stream (what the landing sensor's ``live_job`` does
+  in process); what it reports at the end becomes the same asset materialisations
+  ``live_job`` records.
+- ``live_stream_job``: the long-running live job of a stream. Each micro-batch the process
+  reports is recorded at once as an observation of each pipeline's ``late_data_metrics``
+  (records, panes, late rows, on time, late within lateness, dropped, lateness percentiles,
+  watermark lag, durations also in human units), so the asset's plots move while the job
+  runs; when it stops (``max_batches``, ``duration_seconds``, or the run being terminated,
+  which stops the stream cleanly with its checkpoint kept), the days it touched are recorded
+  as materialisations and judged by the late-data checks.
 """
 
 import os
@@ -35,11 +37,19 @@ from dagster import (
 )
 from pydantic import Field
 
+from jobs import tables
 from jobs.ingest import IngestReport
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from platform_defs import monitoring
-from platform_defs.live_job import IncrementConfig, day_events, ingest_materializations
+from platform_defs.live_job import (
+    IncrementConfig,
+    day_events,
+    ingest_materializations,
+    stream_of,
+)
 from platform_defs.resources import PlatformResource
+from platform_defs.table_specs import pipeline_key
 
 PROJECT = Path(__file__).parent.parent
 Event = AssetMaterialization | AssetObservation | AssetCheckEvaluation
@@ -62,17 +72,20 @@ def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          monitoring_thresholds: monitoring.MonitoringResource,
                          pipes_subprocess_client: PipesSubprocessClient) -> Iterator[Event]:
     settings = platform.settings()
+    stream = stream_of(settings, config.stream)
     invocation = pipes_subprocess_client.run(
-        command=[sys.executable, "-m", "jobs.live.pipes"], context=context,
-        env={**_environment(settings), "PLATFORM_LIVE_ENGINE": config.engine},
+        command=[sys.executable, "-m", "jobs.live.pipes", "--stream", stream.name],
+        context=context, env={**_environment(settings), "PLATFORM_LIVE_ENGINE": config.engine},
         cwd=str(PROJECT))
     for message in invocation.get_custom_messages():
         report = _ingest_report(message["ingest"])
-        context.log.info(f"live process ({message['engine']}): days {message['first_day']} .. "
-                         f"{message['last_day']}, {report.records} records ingested")
-        yield from ingest_materializations(settings, report)
-        yield from day_events(settings, message["metrics"], monitoring_thresholds,
-                              context.instance)
+        context.log.info(f"live process {stream.name} ({message['engine']}): days "
+                         f"{message['first_day']} .. {message['last_day']}, {report.records} "
+                         "records ingested")
+        yield from ingest_materializations(stream, report)
+        for name, days in message["pipelines"].items():
+            yield from day_events(settings.platform.pipelines[name], days["metrics"],
+                                  monitoring_thresholds, context.instance)
 
 
 @job(description="The incremental run in a subprocess (Dagster Pipes): for long-running or "
@@ -82,8 +95,9 @@ def live_pipes_job():
 
 
 class StreamConfig(Config):
-    """How long the live stream runs and how often it works."""
+    """Which stream, how long its live job runs and how often it works."""
 
+    stream: str = Field(default="", description="The stream to run (empty: the only stream)")
     trigger: str = Field(default="10 seconds", description="Spark micro-batch interval")
     poll_seconds: float = Field(default=5.0,
                                 description="How often new landing files are ingested and "
@@ -99,10 +113,11 @@ class _StreamRecorder:
     """Turns the process's messages into Dagster events as they arrive (the op yields them,
     so each is stored, and shown, at once)."""
 
-    def __init__(self, context: OpExecutionContext, settings: PlatformSettings,
+    def __init__(self, context: OpExecutionContext, settings: PlatformSettings, stream: Stream,
                  thresholds: monitoring.MonitoringResource) -> None:
         self.context = context
         self.settings = settings
+        self.stream = stream
         self.thresholds = thresholds
         self.handled = 0
         self.batches = 0
@@ -114,14 +129,15 @@ class _StreamRecorder:
             if kind == "batch":
                 self.batches += 1
                 yield AssetObservation(
-                    asset_key=monitoring.METRICS_ASSET,
+                    asset_key=pipeline_key(message["pipeline"], tables.LATE_DATA_METRICS),
                     metadata=monitoring.batch_metadata(message),
                     description=f"live micro-batch {message['batch_id']}")
             elif kind == "ingest":
-                yield from ingest_materializations(self.settings, _ingest_report(message))
+                yield from ingest_materializations(self.stream, _ingest_report(message))
             elif kind == "stopped":
-                yield from day_events(self.settings, message["metrics"], self.thresholds,
-                                      self.context.instance)
+                for name, metrics in message["pipelines"].items():
+                    yield from day_events(self.settings.platform.pipelines[name], metrics,
+                                          self.thresholds, self.context.instance)
         self.handled = len(messages)
 
 
@@ -131,12 +147,14 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                       platform: PlatformResource,
                       monitoring_thresholds: monitoring.MonitoringResource) -> Iterator[Event]:
     settings = platform.settings()
-    command = [sys.executable, "-m", "jobs.live.pipes", "--stream",
-               "--trigger", config.trigger, "--poll", str(config.poll_seconds),
+    stream = stream_of(settings, config.stream)
+    command = [sys.executable, "-m", "jobs.live.pipes", "--long-running",
+               "--stream", stream.name, "--trigger", config.trigger,
+               "--poll", str(config.poll_seconds),
                "--max-batches", str(config.max_batches),
                "--duration", str(config.duration_seconds),
                "--metrics-interval", str(config.metrics_interval_seconds)]
-    recorder = _StreamRecorder(context, settings, monitoring_thresholds)
+    recorder = _StreamRecorder(context, settings, stream, monitoring_thresholds)
     with open_pipes_session(context=context, context_injector=PipesTempFileContextInjector(),
                             message_reader=PipesTempFileMessageReader()) as session:
         env = {**os.environ, **_environment(settings), **session.get_bootstrap_env_vars()}

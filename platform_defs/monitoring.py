@@ -40,7 +40,6 @@ from platform_defs.partitions import daily_partitions
 
 _DEFAULTS = PlatformSettings.from_env(check=False)
 
-METRICS_ASSET = "late_data_metrics"
 COUNT_FIELDS = ("on_time", "late_within_lateness", "dropped_late", "quarantined")
 FLOAT_FIELDS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms",
                 "watermark_lag_p50_ms")
@@ -99,12 +98,15 @@ CHECKS = (
                     is_duration=True),
 )
 
-with warnings.catch_warnings():  # partitioned checks are a preview in 1.13; chosen knowingly
-    warnings.simplefilter("ignore", PreviewWarning)
-    CHECK_SPECS = [AssetCheckSpec(c.name, asset=METRICS_ASSET, description=c.description,
-                                  blocking=True, partitions_def=daily_partitions)
-                   for c in CHECKS]
-"""Partitioned like the asset: each day shows its own verdict in the UI."""
+
+def check_specs(metrics_asset: AssetKey) -> list[AssetCheckSpec]:
+    """The checks of a pipeline's late-data metrics, partitioned like the asset: each day
+    shows its own verdict in the UI."""
+    with warnings.catch_warnings():  # partitioned checks are a preview in 1.13; knowingly
+        warnings.simplefilter("ignore", PreviewWarning)
+        return [AssetCheckSpec(c.name, asset=metrics_asset, description=c.description,
+                               blocking=True, partitions_def=daily_partitions)
+                for c in CHECKS]
 
 
 def is_empty(row: Mapping) -> bool:
@@ -200,7 +202,8 @@ def day_verdicts(row: Mapping, thresholds: MonitoringResource) -> list[Verdict]:
     return verdicts
 
 
-def latest_materialization_target(instance: DagsterInstance, day: str):
+def latest_materialization_target(instance: DagsterInstance, day: str,
+                                  metrics_asset: AssetKey):
     """The latest materialisation of ``day``'s metrics, as the target of a check evaluation.
 
     The UI shows a partition's check status only while the evaluation targets the partition's
@@ -209,7 +212,7 @@ def latest_materialization_target(instance: DagsterInstance, day: str):
     it. Dagster 1.13 exports no constructor for that pointer, so it is built through the
     public serdes API from its stored form (the form Dagster keeps readable in event logs)."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(METRICS_ASSET), asset_partitions=[day]),
+        AssetRecordsFilter(asset_key=metrics_asset, asset_partitions=[day]),
         limit=1).records
     if not records:
         return None
@@ -221,7 +224,7 @@ def latest_materialization_target(instance: DagsterInstance, day: str):
 
 
 def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource,
-                      instance: DagsterInstance | None = None
+                      metrics_asset: AssetKey, instance: DagsterInstance | None = None
                       ) -> Iterator[AssetCheckEvaluation]:
     """One evaluation per check and day, on that day's partition (call it once the days'
     materialisations are logged, so each evaluation targets its day's latest one)."""
@@ -230,17 +233,23 @@ def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource,
         day = str(row["window_end_date"])
         if day < first_partition:
             continue  # written, but before the first Dagster partition
-        target = latest_materialization_target(instance, day) if instance else None
+        target = latest_materialization_target(instance, day, metrics_asset) \
+            if instance else None
         for v in day_verdicts(row, thresholds):
             yield AssetCheckEvaluation(
-                asset_key=AssetKey(METRICS_ASSET), check_name=v.check, passed=v.passed,
+                asset_key=metrics_asset, check_name=v.check, passed=v.passed,
                 severity=v.severity, metadata=v.metadata, description=v.description,
                 blocking=True, partition=day, target_materialization_data=target)
 
 
-def batch_metadata(summary: Mapping) -> dict[str, int | float]:
-    """A live micro-batch's figures as plottable numbers (an observation's metadata)."""
-    values = day_numbers(summary)
+def batch_metadata(summary: Mapping) -> dict[str, object]:
+    """A live micro-batch's figures as plottable numbers (an observation's metadata), each
+    duration followed by the same in human units."""
+    values: dict[str, object] = {}
+    for name, value in day_numbers(summary).items():
+        values[name] = value
+        if name.endswith("_ms"):
+            values[name[:-3]] = views.human_duration(value)
     for name in ("batch_id", "records", "panes", "late_records"):
         values[name] = int(summary.get(name) or 0)
     return values

@@ -14,8 +14,10 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
+from jobs.registry import Pipeline
 from jobs.settings import PlatformSettings, SettingsError
 from jobs.spark import session_config, start_checked
+from jobs.streams import Stream
 from platform_defs.partitions import daily_partitions
 
 
@@ -25,8 +27,13 @@ class PlatformResource(ConfigurableResource):
 
     home: str | None = Field(default=None, description="PLATFORM_HOME: root of local data")
     warehouse: str | None = Field(default=None, description="Delta tables folder or URI")
-    landing: str | None = Field(default=None, description="Landing folder for JSON-lines files")
-    pipeline: str | None = Field(default=None, description="Pipeline description (YAML/JSON)")
+    landing: str | None = Field(default=None,
+                                description="Landing folders, <landing>/<stream>/ each")
+    pipelines: str | None = Field(default=None,
+                                  description="Folder of pipeline descriptions "
+                                              "(PLATFORM_PIPELINES)")
+    streams: str | None = Field(default=None,
+                                description="Folder of stream descriptions (PLATFORM_STREAMS)")
     time_zone: str | None = Field(
         default=None, description="Time zone of daily partitions; must equal PLATFORM_TIME_ZONE, "
         "which the partitions definition is built from when the code location loads")
@@ -42,8 +49,16 @@ class PlatformResource(ConfigurableResource):
                 f"PLATFORM_TIME_ZONE {loaded_zone!r}, which the daily partitions were defined "
                 "with when the code location loaded; set PLATFORM_TIME_ZONE instead")
         return PlatformSettings.from_env(home=self.home, warehouse=self.warehouse,
-                                         landing=self.landing, pipeline_path=self.pipeline,
-                                         time_zone=self.time_zone)
+                                         landing=self.landing, pipelines=self.pipelines,
+                                         streams=self.streams, time_zone=self.time_zone)
+
+    def stream(self, name: str) -> Stream:
+        """The stream a definition was built for, as this run's settings describe it."""
+        return self.settings().platform.select_streams([name], "stream")[0]
+
+    def pipeline(self, name: str) -> Pipeline:
+        """The pipeline a definition was built for, as this run's settings describe it."""
+        return self.settings().platform.select_pipelines([name], "pipeline")[0]
 
 
 class DeltaSparkResource(LazyPySparkResource):

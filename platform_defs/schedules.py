@@ -1,11 +1,12 @@
-"""The finality schedule: re-materialise the days whose windows just became final.
+"""The finality schedule: re-materialise each pipeline's days whose windows just became final.
 
-A day is final once the arrival log's watermark has passed the cleanup time of its last window
-(``platform_defs.partitions``). Every windowed materialisation records, per day, whether the day
-was final when it was computed (``final`` metadata). On each tick the schedule reads the log's
-``max(watermark_ms)`` from Delta's file statistics (no Spark in the scheduler), and asks for the
-recent final days whose latest materialisation was not final yet, as one single-run backfill per
-contiguous range. A failed run is retried by Dagster's run retries (``dagster/max_retries``).
+A day is final once the stream's watermark has passed the cleanup time of the pipeline's last
+window that day (``jobs.days``). Every windowed materialisation records, per day, whether the day
+was final when it was computed (``final`` metadata). On each tick the schedule reads each stream's
+``max(watermark_ms)`` from Delta's file statistics (no Spark in the scheduler), and asks for each
+pipeline's recent final days whose latest materialisation was not final yet, as one single-run
+backfill per pipeline and contiguous range. A failed run is retried by Dagster's run retries
+(``dagster/max_retries``).
 """
 
 from datetime import date, timedelta
@@ -13,20 +14,24 @@ from datetime import date, timedelta
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
+    AssetSelection,
     DagsterInstance,
     RunRequest,
+    ScheduleDefinition,
     ScheduleEvaluationContext,
     SkipReason,
-    define_asset_job,
     schedule,
 )
 
 from jobs import tables
 from jobs.days import last_final_day
+from jobs.registry import Pipeline, Platform
 from jobs.settings import PlatformSettings
 from jobs.table_stats import max_column_value
 from platform_defs.partitions import daily_partitions
+from platform_defs.pipeline_assets import WINDOWED_TABLES
 from platform_defs.resources import PlatformResource
+from platform_defs.table_specs import pipeline_key
 
 _SETTINGS = PlatformSettings.from_env(check=False)
 LOOKBACK_DAYS = _SETTINGS.finality_lookback_days
@@ -35,18 +40,11 @@ ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
 ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
 """Dagster's documented run tags for a single-run backfill of a partition range."""
 
-windowed_job = define_asset_job(
-    "windowed_outputs_job",
-    selection=[tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS],
-    description="The windowed tables for a day or a range of days (one Spark job per run).",
-)
 
-
-def recorded_final(instance: DagsterInstance, day: str) -> bool:
+def recorded_final(instance: DagsterInstance, metrics_asset: AssetKey, day: str) -> bool:
     """Whether the latest materialisation of ``day``'s metrics was computed once final."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(tables.LATE_DATA_METRICS), asset_partitions=[day]),
-        limit=1).records
+        AssetRecordsFilter(asset_key=metrics_asset, asset_partitions=[day]), limit=1).records
     if not records:
         return False
     event = records[0].asset_materialization
@@ -64,34 +62,53 @@ def contiguous_ranges(days: list[date]) -> list[tuple[date, date]]:
     return ranges
 
 
-def days_to_finalise(instance: DagsterInstance, settings: PlatformSettings, watermark_ms: int,
+def days_to_finalise(instance: DagsterInstance, pipeline: Pipeline, watermark_ms: int,
                      lookback_days: int = LOOKBACK_DAYS) -> list[date]:
-    """Recent final days whose latest materialisation is missing or provisional."""
-    last = last_final_day(watermark_ms, settings.pipeline.allowed_lateness_ms,
-                          settings.time_zone)
+    """Recent final days of the pipeline whose latest materialisation is missing or
+    provisional."""
+    last = last_final_day(watermark_ms, pipeline.spec.allowed_lateness_ms, pipeline.time_zone)
     first = max(last - timedelta(days=lookback_days - 1), daily_partitions.start.date())
     days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
-    return [d for d in days if not recorded_final(instance, d.isoformat())]
+    metrics = pipeline_key(pipeline, tables.LATE_DATA_METRICS)
+    return [d for d in days if not recorded_final(instance, metrics, d.isoformat())]
 
 
-@schedule(job=windowed_job, cron_schedule=FINALITY_CRON,
-          execution_timezone=_SETTINGS.time_zone,
-          description="Re-materialises the days whose windows just became final (watermark "
-                      "past their last window's end plus allowed lateness).")
-def finality_schedule(context: ScheduleEvaluationContext, platform: PlatformResource):
-    settings = platform.settings()
-    watermark = max_column_value(settings.table_path(tables.ARRIVAL_LOG), "watermark_ms")
-    if watermark is None:
-        return SkipReason("no arrival log (or no statistics) yet")
-    days = days_to_finalise(context.instance, settings, int(watermark))
-    if not days:
-        return SkipReason(f"no newly final days at watermark {watermark}")
-    return [RunRequest(
-        run_key=f"final-{start}-{end}-{watermark}",
-        tags={ASSET_PARTITION_RANGE_START_TAG: start.isoformat(),
-              ASSET_PARTITION_RANGE_END_TAG: end.isoformat(), "platform/reason": "final",
-              **RETRY_TAGS})
-        for start, end in contiguous_ranges(days)]
+def finality_requests(instance: DagsterInstance, platform: Platform) -> list[RunRequest]:
+    """One single-run backfill per pipeline and contiguous range of newly final days."""
+    requests = []
+    for pipeline in platform.pipelines.values():
+        watermark = max_column_value(pipeline.stream.arrival_log, "watermark_ms")
+        if watermark is None:
+            continue
+        for start, end in contiguous_ranges(days_to_finalise(instance, pipeline,
+                                                             int(watermark))):
+            requests.append(RunRequest(
+                run_key=f"final-{pipeline.name}-{pipeline.version}-{start}-{end}-{watermark}",
+                asset_selection=[pipeline_key(pipeline, t) for t in WINDOWED_TABLES],
+                tags={ASSET_PARTITION_RANGE_START_TAG: start.isoformat(),
+                      ASSET_PARTITION_RANGE_END_TAG: end.isoformat(),
+                      "platform/reason": "final", "platform/pipeline": pipeline.name,
+                      **RETRY_TAGS}))
+    return requests
+
+
+def finality_schedule(pipelines: list[Pipeline]) -> ScheduleDefinition:
+    """The schedule over every pipeline's windowed tables (its target: what its runs may
+    select)."""
+    keys = [pipeline_key(p, t) for p in pipelines for t in WINDOWED_TABLES]
+
+    @schedule(name="finality_schedule", target=AssetSelection.assets(*keys),
+              cron_schedule=FINALITY_CRON, execution_timezone=_SETTINGS.time_zone,
+              description="Re-materialises each pipeline's days whose windows just became "
+                          "final (watermark past their last window's end plus allowed "
+                          "lateness), one single-run backfill per pipeline and range.")
+    def finality(context: ScheduleEvaluationContext, platform: PlatformResource):
+        requests = finality_requests(context.instance, platform.settings().platform)
+        if not requests:
+            return SkipReason("no newly final days")
+        return requests
+
+    return finality
 
 
 MAX_RETRIES = 3

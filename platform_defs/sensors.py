@@ -1,12 +1,14 @@
-"""The landing sensor: notice finished landing files and launch the incremental run.
+"""The landing sensor: notice finished landing files of each stream and launch that stream's
+incremental run (ingest, then every pipeline that reads it).
 
-The cursor remembers the newest modification time seen and the files (name and modification
-time) seen within a grace period before it (collectors write ``.tmp`` then rename, and two
-collectors can finish in either order). A file counts as new when it is inside that window and
-not remembered as it is now; the run key is derived from the new files, so the same files never
-launch two runs. A file that looks half-written (ingest's rule: no final newline, changed within
-``PLATFORM_LANDING_SETTLE``) is not looked at until it is finished or settled, so no run is
-spent on a file ingest would leave, and the file still launches one later.
+Per stream, the cursor remembers the newest modification time seen and the files (name and
+modification time) seen within a grace period before it (collectors write ``.tmp`` then rename,
+and two collectors can finish in either order). A file counts as new when it is inside that
+window and not remembered as it is now; the run key is derived from the stream and the new
+files, so the same files never launch two runs. A file that looks half-written (ingest's rule:
+no final newline, changed within ``PLATFORM_LANDING_SETTLE``) is not looked at until it is
+finished or settled, so no run is spent on a file ingest would leave, and the file still
+launches one later.
 
 Ingest itself takes every file not yet in the arrival log, so a run also picks up anything
 older: a file copied in with an old modification time (``cp -p``, ``rsync -a``) older than the
@@ -73,21 +75,42 @@ def run_key(new_files: list[str]) -> str:
     return f"landing-{len(new_files)}-{digest}"
 
 
+def parse_cursors(text: str | None) -> dict[str, LandingCursor]:
+    """Each stream's cursor (a cursor of an earlier single-stream version starts afresh:
+    ingest takes every file not yet ingested anyway)."""
+    if not text:
+        return {}
+    data = json.loads(text)
+    if "streams" not in data:
+        return {}
+    return {name: LandingCursor.parse(cursor) for name, cursor in data["streams"].items()}
+
+
+def serialise_cursors(cursors: dict[str, LandingCursor]) -> str:
+    return json.dumps({"streams": {name: c.serialise() for name, c in sorted(cursors.items())}})
+
+
 @sensor(job=live_job, minimum_interval_seconds=30,
-        description="Launches the incremental run when finished files appear in the landing "
-                    "folder; one run per set of new files.")
+        description="Launches a stream's incremental run (ingest, then every pipeline reading "
+                    "it) when finished files appear in its landing folder; one run per stream "
+                    "and set of new files.")
 def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource):
     settings = platform.settings()
-    landing = LandingFolder(settings.landing)
-    cursor = LandingCursor.parse(context.cursor)
-    new, after = scan(finished_files(landing, settings.landing_settle_ms), cursor)
-    if not new:
-        if after != cursor:
-            context.update_cursor(after.serialise())
-        return SkipReason(f"no new files in {landing}")
-    context.log.info(f"{len(new)} new landing files, first {new[0]}")
-    return SensorResult(
-        run_requests=[RunRequest(run_key=run_key(new),
-                                 tags={"platform/new_files": str(len(new))})],
-        cursor=after.serialise(),
-    )
+    cursors = parse_cursors(context.cursor)
+    requests, quiet = [], []
+    for name, stream in settings.platform.streams.items():
+        landing = LandingFolder(stream.landing)
+        cursor = cursors.get(name) or LandingCursor.parse(None)
+        new, cursors[name] = scan(finished_files(landing, settings.landing_settle_ms), cursor)
+        if not new:
+            quiet.append(str(landing))
+            continue
+        context.log.info(f"{name}: {len(new)} new landing files, first {new[0]}")
+        requests.append(RunRequest(
+            run_key=f"{name}-{run_key(new)}",
+            run_config={"ops": {"live_increment": {"config": {"stream": name}}}},
+            tags={"platform/stream": name, "platform/new_files": str(len(new))}))
+    if not requests:
+        context.update_cursor(serialise_cursors(cursors))
+        return SkipReason(f"no new files in {', '.join(quiet)}")
+    return SensorResult(run_requests=requests, cursor=serialise_cursors(cursors))

@@ -6,53 +6,62 @@ Paths come from the ``PLATFORM_*`` environment at load time (the same defaults t
 case the resource was configured differently for that run.
 """
 
-from dagster import MetadataValue
+from __future__ import annotations
+
+from dagster import AssetKey, MetadataValue
 from pyspark.sql.types import StructType
 
 from jobs import tables
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
-from jobs.settings import PlatformSettings, SettingsError
+from jobs.registry import Pipeline
+from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from platform_defs import schemas
 
 OWNERS = ["team:data-platform"]
 DELTA_KINDS = {"spark", "delta"}
 
 
-def _load_settings() -> PlatformSettings | None:
-    try:
-        return PlatformSettings.from_env(check=False)
-    except SettingsError:
-        return None  # the resource reports the wrong setting when a run starts
+def load_settings() -> PlatformSettings:
+    """The settings the definitions are built from (``PLATFORM_*``); a wrong one fails the
+    code location's load with the message naming it."""
+    return PlatformSettings.from_env(check=False)
 
 
-_SETTINGS = _load_settings()
-
-SCHEMAS: dict[str, StructType] = {
-    tables.ARRIVAL_LOG: tables.ARRIVAL_LOG_SCHEMA,
-    tables.QUARANTINE: tables.QUARANTINE_SCHEMA,
-    tables.WINDOW_RESULTS: schemas.results_schema(_SETTINGS.pipeline if _SETTINGS else None),
-    tables.LATE_RECORDS: tables.LATE_RECORDS_SCHEMA,
-    tables.LATE_DATA_METRICS: schemas.METRICS_SCHEMA,
-    tables.BATCH_METRICS: schemas.BATCH_METRICS_SCHEMA,
-    tables.WINDOW_ASSIGNMENTS: tables.WINDOW_ASSIGNMENTS_SCHEMA,
-    RESPONSES: schemas.RESPONSES_SCHEMA,
-    ENRICHED: schemas.ENRICHED_SCHEMA,
-    DEAD_LETTERS: schemas.DEAD_LETTERS_SCHEMA,
-}
+def _fixed_schema(name: str) -> StructType:
+    return {
+        tables.ARRIVAL_LOG: tables.ARRIVAL_LOG_SCHEMA,
+        tables.QUARANTINE: tables.QUARANTINE_SCHEMA,
+        tables.LATE_RECORDS: tables.LATE_RECORDS_SCHEMA,
+        tables.LATE_DATA_METRICS: schemas.METRICS_SCHEMA,
+        tables.BATCH_METRICS: schemas.BATCH_METRICS_SCHEMA,
+        tables.WINDOW_ASSIGNMENTS: tables.WINDOW_ASSIGNMENTS_SCHEMA,
+        RESPONSES: schemas.RESPONSES_SCHEMA,
+        ENRICHED: schemas.ENRICHED_SCHEMA,
+        DEAD_LETTERS: schemas.DEAD_LETTERS_SCHEMA,
+    }[name]
 
 
-def table_path_metadata(settings: PlatformSettings | None, name: str) -> dict:
+def stream_key(stream: Stream | str, table: str) -> AssetKey:
+    """``<stream>/<table>``: a stream's tables, grouped under its name."""
+    return AssetKey([stream if isinstance(stream, str) else stream.name, table])
+
+
+def pipeline_key(pipeline: Pipeline | str, table: str) -> AssetKey:
+    """``<pipeline>/<table>``: a pipeline's tables, grouped under its name."""
+    return AssetKey([pipeline if isinstance(pipeline, str) else pipeline.name, table])
+
+
+def table_path_metadata(path: str) -> dict:
     """``dagster/uri`` (the UI links it) and a plain ``table_path`` for the Delta folder."""
-    if settings is None:
-        return {}
-    path = settings.table_path(name)
     return {"dagster/uri": MetadataValue.path(path), "table_path": MetadataValue.path(path)}
 
 
-def spec_metadata(name: str) -> dict:
+def spec_metadata(name: str, path: str, schema: StructType | None = None) -> dict:
     """Definition-time metadata of a table asset: schema, name, storage kind and path."""
     return {
-        "dagster/column_schema": schemas.table_schema(SCHEMAS[name]),
+        "dagster/column_schema": schemas.table_schema(schema or _fixed_schema(name)),
         "dagster/table_name": name,
-        **table_path_metadata(_SETTINGS, name),
+        **table_path_metadata(path),
     }
+

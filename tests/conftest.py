@@ -100,15 +100,10 @@ def platform_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A platform home of its own: landing, warehouse and Dagster storage under tmp_path."""
     home = tmp_path / "platform"
     monkeypatch.setenv("PLATFORM_HOME", str(home))
-    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
-                 "PLATFORM_INGEST_CLOCK"):
+    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINES",
+                 "PLATFORM_STREAMS", "PLATFORM_INGEST_CLOCK"):
         monkeypatch.delenv(name, raising=False)
     return home
-
-
-def write_pipeline(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture(autouse=True)

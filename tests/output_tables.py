@@ -6,16 +6,17 @@ from __future__ import annotations
 import pandas as pd
 
 from jobs import tables
-from jobs.settings import PlatformSettings
+from jobs.registry import Pipeline
 
 OUTPUTS = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
 
 
-def output_tables(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
-    """Each output table, columns and rows in a fixed order (row order in Delta means nothing)."""
+def output_tables(spark, pipeline: Pipeline) -> dict[str, pd.DataFrame]:
+    """A pipeline's output tables, columns and rows in a fixed order (row order in Delta means
+    nothing)."""
     frames = {}
     for name in OUTPUTS:
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
+        frame = spark.read.format("delta").load(pipeline.table_path(name)).toPandas()
         frame = frame[sorted(frame.columns)]
         frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
     return frames

@@ -17,9 +17,17 @@ from platform_defs import demo
 pytestmark = pytest.mark.spark
 
 
-def _rows_in_summary(output: str) -> dict[str, int]:
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"^\s+(\w+)\s+(\d+) rows", output, flags=re.MULTILINE)}
+def _rows_in_summary(output: str) -> dict[tuple[str, str], int]:
+    """``(stream or pipeline, table) -> rows`` from the summary's sections."""
+    rows, section = {}, ""
+    for line in output.splitlines():
+        heading = re.match(r"^  (?:stream|pipeline) (\w+)", line)
+        if heading:
+            section = heading.group(1)
+        counted = re.match(r"^\s{4}(\w+)\s+(\d+) rows", line)
+        if counted:
+            rows[(section, counted.group(1))] = int(counted.group(2))
+    return rows
 
 
 @pytest.fixture
@@ -35,8 +43,8 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
                                                         capsys):
     spark = suite_session
     home = tmp_path / "home"
-    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
-                 "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):
+    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINES",
+                 "PLATFORM_STREAMS", "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):
         monkeypatch.delenv(name, raising=False)
     # ./platform exports these for .platform; --home on the command line must win over them
     elsewhere = tmp_path / "elsewhere"
@@ -48,21 +56,29 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
     rows = _rows_in_summary(output)
     assert not elsewhere.exists()
     assert (home / "dagster_home" / "dagster.yaml").exists() and str(home / "warehouse") in output
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
-    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
-                 tables.LATE_RECORDS, tables.LATE_DATA_METRICS, ENRICHED, DEAD_LETTERS,
-                 RESPONSES):
-        assert rows[name] == spark.read.format("delta").load(settings.table_path(name)).count()
-    assert rows[tables.ARRIVAL_LOG] + rows[tables.QUARANTINE] == 3000
-    assert rows[ENRICHED] + rows[DEAD_LETTERS] == rows[RESPONSES] == rows[tables.ARRIVAL_LOG]
-    assert rows[ENRICHED] > 0
-    assert rows[tables.QUARANTINE] > 0 and rows[tables.LATE_RECORDS] > 0
-    assert re.search(r"On time \d+, late within lateness \d+, dropped as too late \d+, "
-                     r"quarantined \d+", output)
-    assert "./platform ui" in output
+    platform = PlatformSettings.from_env({"PLATFORM_HOME": str(home)}).platform
+    stream = platform.streams["events"]
+    assert set(platform.pipelines) == {"per_minute", "sliding_5m", "sessions"}
+    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE, ENRICHED, DEAD_LETTERS, RESPONSES):
+        assert rows[("events", name)] == spark.read.format("delta").load(
+            stream.table_path(name)).count()
+    for pipeline in platform.pipelines.values():  # every pipeline of the folder, one ingest
+        for name in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+            assert rows[(pipeline.name, name)] == spark.read.format("delta").load(
+                pipeline.table_path(name)).count() > 0, (pipeline.name, name)
+    events = {name: rows[("events", name)] for name in
+              (tables.ARRIVAL_LOG, tables.QUARANTINE, ENRICHED, DEAD_LETTERS, RESPONSES)}
+    assert events[tables.ARRIVAL_LOG] + events[tables.QUARANTINE] == 3000
+    assert events[ENRICHED] + events[DEAD_LETTERS] == events[RESPONSES] == \
+        events[tables.ARRIVAL_LOG]
+    assert events[ENRICHED] > 0 and events[tables.QUARANTINE] > 0
+    assert re.search(r"pipeline per_minute \(stream events\): on time \d+, late within "
+                     r"lateness \d+, dropped as too late \d+, quarantined \d+", output)
+    assert f"PLATFORM_HOME={home} ./platform ui" in output  # opens what was just built
     # the last three whole days before today: the UI's per-partition plots show recent days
+    per_minute = platform.pipelines["per_minute"]
     days = {str(d[0]) for d in spark.read.format("delta").load(
-        settings.table_path(tables.LATE_DATA_METRICS)).select("window_end_date").collect()}
+        per_minute.table_path(tables.LATE_DATA_METRICS)).select("window_end_date").collect()}
     today = date.today()  # PLATFORM_TIME_ZONE is UTC here
     assert days == {str(today - timedelta(days=n)) for n in (1, 2, 3)}, days
 
@@ -73,5 +89,5 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
     # other options would mix two data sets in one landing folder: refused, nothing touched
     assert demo.main(["--home", str(home), "--events", "5000"]) == 2
     assert "Delete" in capsys.readouterr().err
-    assert spark.read.format("delta").load(
-        settings.table_path(tables.ARRIVAL_LOG)).count() == rows[tables.ARRIVAL_LOG]
+    assert spark.read.format("delta").load(stream.arrival_log).count() == \
+        events[tables.ARRIVAL_LOG]

@@ -13,6 +13,7 @@ from jobs.generator import BAD_KINDS, GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.ingest.log import IngestLog
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from operators.watermarks import assign_watermarks
 
 pytestmark = pytest.mark.spark
@@ -25,17 +26,22 @@ def _quiet(_: str) -> None:
     pass
 
 
-def _table(spark, settings: PlatformSettings, name: str):
-    return spark.read.format("delta").load(settings.table_path(name)).toPandas()
+def _table(spark, stream: Stream, name: str):
+    return spark.read.format("delta").load(stream.table_path(name)).toPandas()
+
+
+def _stream(env: dict[str, str] | None = None) -> Stream:
+    """The home's one stream, ``events``."""
+    return PlatformSettings.from_env(env).platform.streams["events"]
 
 
 def test_every_line_lands_once_good_in_the_log_bad_in_quarantine(spark, platform_env):
-    settings = PlatformSettings.from_env()
-    counts = generate(SMALL, settings.landing)
-    report = ingest(spark, settings, progress=_quiet)
+    stream = _stream()
+    counts = generate(SMALL, stream.landing)
+    report = ingest(spark, stream, progress=_quiet)
 
-    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
-    quarantine = _table(spark, settings, tables.QUARANTINE)
+    log = _table(spark, stream, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    quarantine = _table(spark, stream, tables.QUARANTINE)
     assert len(log) + len(quarantine) == counts["lines"]
     assert len(log) == counts["events"] == report.records
     # every injected kind of bad line is quarantined for that reason, and nothing else is
@@ -50,11 +56,11 @@ def test_every_line_lands_once_good_in_the_log_bad_in_quarantine(spark, platform
 
 def test_each_record_carries_the_watermark_computed_from_the_records_before_it(spark,
                                                                              platform_env):
-    settings = PlatformSettings.from_env()
-    generate(SMALL, settings.landing)
-    ingest(spark, settings, progress=_quiet)
-    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
-    expected = assign_watermarks(settings.pipeline.watermark, [
+    stream = _stream()
+    generate(SMALL, stream.landing)
+    ingest(spark, stream, progress=_quiet)
+    log = _table(spark, stream, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    expected = assign_watermarks(stream.watermark, [
         (row.source_partition, row.event_time_ms, row.ingest_time_ms, json.loads(row.payload))
         for row in log.itertuples()])
     assert log.watermark_ms.tolist() == expected
@@ -62,21 +68,21 @@ def test_each_record_carries_the_watermark_computed_from_the_records_before_it(s
 
 
 def test_reingest_adds_nothing_and_new_files_continue_the_log(spark, platform_env):
-    settings = PlatformSettings.from_env()
-    generate(SMALL, settings.landing)
-    first = ingest(spark, settings, progress=_quiet)
-    assert ingest(spark, settings, progress=_quiet).batch_id is None
+    stream = _stream()
+    generate(SMALL, stream.landing)
+    first = ingest(spark, stream, progress=_quiet)
+    assert ingest(spark, stream, progress=_quiet).batch_id is None
     later = GeneratorConfig(**{**SMALL.__dict__, "seed": 99,
                                "start_ms": SMALL.start_ms + SMALL.duration_ms})
-    generate(later, settings.landing)
-    second = ingest(spark, settings, progress=_quiet)
+    generate(later, stream.landing)
+    second = ingest(spark, stream, progress=_quiet)
     assert second.batch_id == first.batch_id + 1
 
-    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    log = _table(spark, stream, tables.ARRIVAL_LOG).sort_values("arrival_seq")
     assert log.arrival_seq.tolist() == list(range(first.records + second.records))
     assert log.ingest_time_ms.is_monotonic_increasing
     # the watermark state carried between batches gives what one pass over the log gives
-    expected = assign_watermarks(settings.pipeline.watermark, [
+    expected = assign_watermarks(stream.watermark, [
         (row.source_partition, row.event_time_ms, row.ingest_time_ms, json.loads(row.payload))
         for row in log.itertuples()])
     assert log.watermark_ms.tolist() == expected
@@ -84,8 +90,8 @@ def test_reingest_adds_nothing_and_new_files_continue_the_log(spark, platform_en
 
 def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, platform_env,
                                                                      monkeypatch):
-    settings = PlatformSettings.from_env()
-    generate(SMALL, settings.landing)
+    stream = _stream()
+    generate(SMALL, stream.landing)
     original = IngestLog.write_commit
 
     def crash_on_commit(log, commit):
@@ -93,29 +99,29 @@ def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, pla
 
     monkeypatch.setattr(IngestLog, "write_commit", crash_on_commit)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        ingest(spark, settings, progress=_quiet)
-    crashed = _table(spark, settings, tables.ARRIVAL_LOG)
+        ingest(spark, stream, progress=_quiet)
+    crashed = _table(spark, stream, tables.ARRIVAL_LOG)
     # a new file arriving meanwhile must not slip into the re-run batch
-    extra = settings.landing_dir / "producer-9" / "late-arrival.jsonl"
+    extra = stream.landing_dir / "producer-9" / "late-arrival.jsonl"
     extra.parent.mkdir(parents=True)
     extra.write_text(json.dumps({"key": "user-0001", "event_time": SMALL.start_ms,
                                  "received_at": SMALL.start_ms + 10}) + "\n")
     monkeypatch.setattr(IngestLog, "write_commit", original)
 
-    resumed = ingest(spark, settings, progress=_quiet)
+    resumed = ingest(spark, stream, progress=_quiet)
     assert resumed.resumed and resumed.batch_id == 0
-    after = _table(spark, settings, tables.ARRIVAL_LOG)
+    after = _table(spark, stream, tables.ARRIVAL_LOG)
     assert len(after) == len(crashed)
     assert after.sort_values("arrival_seq").equals(crashed.sort_values("arrival_seq"))
-    assert len(_table(spark, settings, tables.QUARANTINE)) == resumed.quarantined
+    assert len(_table(spark, stream, tables.QUARANTINE)) == resumed.quarantined
 
-    follow_up = ingest(spark, settings, progress=_quiet)
+    follow_up = ingest(spark, stream, progress=_quiet)
     assert follow_up.batch_id == 1 and follow_up.files == 1 and follow_up.records == 1
 
 
 def test_lines_without_the_clock_field_take_their_neighbours_clock(spark, platform_env):
-    settings = PlatformSettings.from_env()
-    folder = settings.landing_dir / "producer-0"
+    stream = _stream()
+    folder = stream.landing_dir / "producer-0"
     folder.mkdir(parents=True)
     lines = [
         {"key": "a", "event_time": 1_000, "received_at": 5_000},
@@ -126,9 +132,9 @@ def test_lines_without_the_clock_field_take_their_neighbours_clock(spark, platfo
     ]
     (folder / "f.jsonl").write_text(
         "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
-    ingest(spark, settings, progress=_quiet)
-    log = _table(spark, settings, tables.ARRIVAL_LOG).sort_values("arrival_seq")
-    quarantine = _table(spark, settings, tables.QUARANTINE).sort_values("line_number")
+    ingest(spark, stream, progress=_quiet)
+    log = _table(spark, stream, tables.ARRIVAL_LOG).sort_values("arrival_seq")
+    quarantine = _table(spark, stream, tables.QUARANTINE).sort_values("line_number")
     assert log.key.tolist() == ["c", "a", "b"]  # arrival order follows the ingest clock
     assert log.ingest_time_ms.tolist() == [4_000, 5_000, 5_000]
     assert quarantine.reason.tolist() == ["malformed_json", "too_far_in_future"]
@@ -140,11 +146,12 @@ def test_configuration_errors_name_the_setting(platform_env, tmp_path: Path):
 
     with pytest.raises(SettingsError, match="PLATFORM_INGEST_CLOCK"):
         PlatformSettings.from_env({"PLATFORM_INGEST_CLOCK": "sundial"})
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("watermark: {strategy: bounded_out_of_orderness}\nwindow: {type: tumbling, "
-                   "size: 1m}\n")
-    with pytest.raises(SettingsError, match="watermark.max_out_of_orderness is required"):
-        PlatformSettings.from_env({"PLATFORM_PIPELINE": str(bad)})
+    streams = tmp_path / "streams"
+    streams.mkdir()
+    (streams / "events.yaml").write_text("watermark: {strategy: bounded_out_of_orderness}\n")
+    with pytest.raises(SettingsError, match=r"events\.yaml: watermark\.max_out_of_orderness "
+                                            "is required"):
+        PlatformSettings.from_env({"PLATFORM_STREAMS": str(streams)})
     with pytest.raises(SettingsError, match="PLATFORM_MAX_FUTURE"):
         PlatformSettings.from_env({"PLATFORM_MAX_FUTURE": "soon"})
 
@@ -170,16 +177,16 @@ def test_bad_lines_and_bogus_stamps_change_nothing_for_the_good_records(spark, t
     }
 
     def ingest_into(home: Path, with_bad: bool):
-        settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+        stream = _stream({"PLATFORM_HOME": str(home)})
         for partition, lines in good.items():
             extra = bad[partition] if with_bad else []
             mixed = [*lines[:4], *extra, *lines[4:]]
-            path = settings.landing_dir / partition / "f.jsonl"
+            path = stream.landing_dir / partition / "f.jsonl"
             path.parent.mkdir(parents=True)
             path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x)
                                       for x in mixed) + "\n")
-        ingest(spark, settings, progress=_quiet)
-        return settings
+        ingest(spark, stream, progress=_quiet)
+        return stream
 
     clean = ingest_into(tmp_path / "clean", with_bad=False)
     dirty = ingest_into(tmp_path / "dirty", with_bad=True)

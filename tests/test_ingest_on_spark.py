@@ -18,6 +18,7 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import Ingestor, on_spark
 from jobs.ingest.batch import RAW_LINE_LIMIT
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 
 pytestmark = pytest.mark.spark
 
@@ -58,9 +59,9 @@ def _second_batch(landing: Path) -> None:
         encoding="utf-8")
 
 
-def _rows(spark, settings: PlatformSettings, name: str, order: list[str]) -> list[dict]:
+def _rows(spark, stream: Stream, name: str, order: list[str]) -> list[dict]:
     """Every row as exact Python values (no float64 on the way)."""
-    rows = spark.read.format("delta").load(settings.table_path(name)).toArrow().to_pylist()
+    rows = spark.read.format("delta").load(stream.table_path(name)).toArrow().to_pylist()
     return sorted(rows, key=lambda row: [row[column] for column in order])
 
 
@@ -73,16 +74,17 @@ def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_en
         monkeypatch.setattr(on_spark, "_DRIVER_QUARANTINE_ROWS",
                             0 if run == "spark-quarantine" else 200_000)
         home = tmp_path / run
-        settings = PlatformSettings(home=str(home), ingest_reader=reader)
-        landing = Path(settings.landing)
-        ingestor = Ingestor(spark, settings, progress=lambda _: None,
+        stream = PlatformSettings(home=str(home), ingest_reader=reader).platform \
+            .streams["events"]
+        landing = Path(stream.landing)
+        ingestor = Ingestor(spark, stream, progress=lambda _: None,
                             clock_ms=lambda: PLANNED_AT_MS)
         _first_batch(landing)
         first = ingestor.run_once()
         _second_batch(landing)
         second = ingestor.run_once()
         assert ingestor.run_once().batch_id is None
-        runs[run] = (settings, [first, second], ingestor.commits)
+        runs[run] = (stream, [first, second], ingestor.commits)
 
     driver, driver_reports, driver_commits = runs.pop("driver")
     assert not any(r.on_executors for r in driver_reports)

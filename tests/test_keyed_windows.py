@@ -16,15 +16,16 @@ from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
 from jobs.live import run_live
-from jobs.runtime import UnsupportedPipeline
-from jobs.settings import PlatformSettings
+from jobs.registry import Pipeline
+from jobs.settings import PlatformSettings, SettingsError
 from jobs.windows import compute_windows
 from tests.log_replay import late_of, metric_totals, replay, results_of
+from tests.platform_home import PER_MINUTE, events, only_pipeline, settings_for
 
 pytestmark = pytest.mark.spark
 
 QUIET = {"progress": lambda _: None}
-WATERMARK = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
+SOURCE = "source: events\n"
 PIPELINES = {
     "sessions_count_trigger": """
 window: {type: session, gap: 4m}
@@ -58,33 +59,30 @@ function (tests/user_aggregates.py) that Spark's Python workers import."""
 def source(spark, tmp_path_factory) -> PlatformSettings:
     """A log of three ingest batches with late, very late and bad records."""
     home = tmp_path_factory.mktemp("keyed") / "source"
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    settings = settings_for(home, {"per_minute": PER_MINUTE})
     for index in range(3):
         generate(GeneratorConfig(events=400, duration_ms=3 * 3_600_000, keys=5, producers=2,
                                  seed=40 + index, very_late_fraction=0.03,
                                  start_ms=1_767_225_600_000 + 20 * 3_600_000
-                                 + index * 2 * 3_600_000), settings.landing)
-        ingest(spark, settings, **QUIET)
+                                 + index * 2 * 3_600_000), events(settings).landing)
+        ingest(spark, events(settings), **QUIET)
     return settings
 
 
-def _with_pipeline(source: PlatformSettings, home: Path, name: str) -> PlatformSettings:
-    path = home / f"{name}.yaml"
-    home.mkdir(parents=True, exist_ok=True)
-    path.write_text(WATERMARK + PIPELINES[name], encoding="utf-8")
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home / "platform"),
-                                          "PLATFORM_PIPELINE": str(path)})
+def _with_pipeline(source: PlatformSettings, home: Path, name: str) -> Pipeline:
+    settings = settings_for(home / "platform", {name: SOURCE + PIPELINES[name]})
     for table in (tables.ARRIVAL_LOG, tables.QUARANTINE):
-        shutil.copytree(source.table_path(table), settings.table_path(table))
-    assert not settings.pipeline.is_standard_window
-    return settings
+        shutil.copytree(events(source).table_path(table), events(settings).table_path(table))
+    pipeline = only_pipeline(settings)
+    assert not pipeline.spec.is_standard_window
+    return pipeline
 
 
-def _tables(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
+def _tables(spark, pipeline: Pipeline) -> dict[str, pd.DataFrame]:
     frames = {}
     for name in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS,
                  tables.WINDOW_ASSIGNMENTS):
-        frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
+        frame = spark.read.format("delta").load(pipeline.table_path(name)).toPandas()
         frame = frame[sorted(frame.columns)]
         frames[name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
     return frames
@@ -92,13 +90,13 @@ def _tables(spark, settings: PlatformSettings) -> dict[str, pd.DataFrame]:
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_the_keyed_backfill_equals_the_operator_library(spark, source, tmp_path, name):
-    settings = _with_pipeline(source, tmp_path, name)
-    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
-    expected = replay(log.toPandas(), settings.pipeline)
-    outputs = compute_windows(log, None, settings.pipeline)
+    pipeline = _with_pipeline(source, tmp_path, name)
+    log = spark.read.format("delta").load(pipeline.table_path(tables.ARRIVAL_LOG))
+    expected = replay(log.toPandas(), pipeline.spec)
+    outputs = compute_windows(log, None, pipeline.spec)
     try:
         results = outputs.results.toPandas()
-        assert results_of(results, settings.pipeline) == expected.latest
+        assert results_of(results, pipeline.spec) == expected.latest
         assert late_of(outputs.late.toPandas()) == expected.late
         assert metric_totals(outputs.metrics.toPandas()) == expected.metrics
     finally:
@@ -112,24 +110,18 @@ def test_live_in_small_batches_equals_the_keyed_backfill(spark, source, tmp_path
     backfilled = _with_pipeline(source, tmp_path / "backfill", name)
     run_backfill(spark, backfilled, **QUIET)
     live = _with_pipeline(source, tmp_path / "live", name)
-    report = run_live(spark, live, max_files_per_trigger=2, **QUIET)
+    report = run_live(spark, live.stream, max_files_per_trigger=2, **QUIET)
     assert len(report.batches) >= 2  # the log in several micro-batches
     expected, got = _tables(spark, backfilled), _tables(spark, live)
     for table, frame in expected.items():
         pd.testing.assert_frame_equal(frame, got[table], check_exact=True, obj=table)
 
 
-def test_processing_time_triggers_are_refused_before_anything_is_written(spark, source,
-                                                                          tmp_path):
-    path = tmp_path / "processing.yaml"
-    path.write_text(WATERMARK + "window: {type: tumbling, size: 1m}\n"
-                    "trigger: {type: processing_time}\n", encoding="utf-8")
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "platform"),
-                                          "PLATFORM_PIPELINE": str(path)})
-    shutil.copytree(source.table_path(tables.ARRIVAL_LOG),
-                    settings.table_path(tables.ARRIVAL_LOG))
-    with pytest.raises(UnsupportedPipeline, match="trigger.type 'processing_time'"):
-        run_backfill(spark, settings, **QUIET)
-    with pytest.raises(UnsupportedPipeline, match="trigger.type 'processing_time'"):
-        run_live(spark, settings, **QUIET)
-    assert not Path(settings.table_path(tables.WINDOW_RESULTS)).exists()
+def test_processing_time_triggers_are_refused_before_anything_is_written(tmp_path):
+    """The Spark runtimes cannot run them: the pipeline is refused when the folder is read,
+    naming its file, so no command starts Spark for it."""
+    with pytest.raises(SettingsError, match=r"processing\.yaml: trigger\.type "
+                                            r"'processing_time': processing-time triggers run"):
+        settings_for(tmp_path / "platform", {"processing": SOURCE + "window: {type: tumbling, "
+                                             "size: 1m}\ntrigger: {type: processing_time}\n"})
+    assert not (tmp_path / "platform").exists()

@@ -83,27 +83,28 @@ def test_a_missing_object_store_landing_is_reported_missing(store, monkeypatch):
         read_range(folder, "p/x.jsonl", 0, 1)
 
 
-def test_a_warehouse_in_the_object_store_keeps_its_pipeline_record(store, monkeypatch,
-                                                                   tmp_path):
-    """The first command records the warehouse's pipeline in the bucket; another pipeline is
-    refused before anything starts, as on local disk."""
+def test_a_warehouse_in_the_object_store_keeps_its_pipelines_versions(store, monkeypatch,
+                                                                      tmp_path):
+    """The first command records each pipeline's version in the bucket; a changed pipeline
+    is refused before anything starts, as on local disk."""
     from jobs.checks import check_pipeline_mark
     from jobs.settings import PlatformSettings, SettingsError
+    from tests.platform_home import PER_MINUTE, platform_env
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)
     store.create_bucket("marks")
-    other = tmp_path / "sessions.yaml"
-    other.write_text("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
-                     "window: {type: session, gap: 4m}\n", encoding="utf-8")
-    env = {"PLATFORM_HOME": str(tmp_path / "home"),
+    env = {**platform_env(tmp_path / "home", {"counts": PER_MINUTE}),
            "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
-    demo = PlatformSettings.from_env(env)
-    check_pipeline_mark(demo, remember=True)
-    assert store.keys("marks", "warehouse/_platform/")
-    check_pipeline_mark(demo, remember=True)  # the same pipeline again: fine
-    with pytest.raises(SettingsError, match="is not the pipeline the warehouse"):
-        check_pipeline_mark(PlatformSettings.from_env({**env, "PLATFORM_PIPELINE": str(other)}),
+    counts = PlatformSettings.from_env(env).platform.pipelines["counts"]
+    check_pipeline_mark(counts, remember=True)
+    assert store.keys("marks", "warehouse/pipelines/counts/_platform/")
+    check_pipeline_mark(counts, remember=True)  # the same version again: fine
+    changed = PER_MINUTE.replace("size: 1m", "size: 2m")
+    env = {**platform_env(tmp_path / "home", {"counts": changed}),
+           "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
+    with pytest.raises(SettingsError, match="counts.yaml changed since pipeline counts's"):
+        check_pipeline_mark(PlatformSettings.from_env(env).platform.pipelines["counts"],
                             remember=True)
 
 
@@ -122,11 +123,13 @@ def test_an_object_store_warehouse_without_an_arrival_log_is_refused(store, monk
     store.create_bucket("ingested")
     env = {"PLATFORM_HOME": str(tmp_path / "home"),
            "PLATFORM_WAREHOUSE": "s3a://ingested/warehouse"}
-    settings = PlatformSettings.from_env(env)
-    with pytest.raises(SettingsError, match=r"\(s3a://ingested/warehouse\) has no arrival log"):
-        check_ingested(settings)
-    fast_writes.append(settings.table_path("arrival_log"), ARRIVAL_SCHEMA.empty_table())
-    check_ingested(settings)
+    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    with pytest.raises(SettingsError, match=r"events has no arrival log in PLATFORM_WAREHOUSE "
+                                            r"\(s3a://ingested/warehouse\)"):
+        check_ingested(stream)
+    fast_writes.append(stream.arrival_log, ARRIVAL_SCHEMA.empty_table())
+    check_ingested(stream)
     with pytest.raises(SettingsError, match=r"cannot be read: .*NoSuchBucket"):
         check_ingested(PlatformSettings.from_env(
-            {**env, "PLATFORM_WAREHOUSE": "s3a://no-such-bucket/warehouse"}))
+            {**env, "PLATFORM_WAREHOUSE": "s3a://no-such-bucket/warehouse"})
+            .platform.streams["events"])

@@ -15,11 +15,11 @@ from jobs import tables
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.ingest import ingest
-from jobs.settings import PlatformSettings
 from jobs.windows import compute_windows
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
 from tests.output_tables import assert_same, output_tables
+from tests.platform_home import PER_MINUTE, events, only_pipeline, settings_for
 from tests.window_reference import Arrival, simulate
 
 pytestmark = pytest.mark.spark
@@ -118,18 +118,19 @@ def test_a_record_exactly_at_the_watermark_with_zero_lateness(spark):
 def generated_log(spark, tmp_path_factory):
     """A realistic log written by the real generator and ingest, shared by this module."""
     home = tmp_path_factory.mktemp("windows") / "platform"
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    settings = settings_for(home, {"per_minute": PER_MINUTE})
     generate(GeneratorConfig(events=4_000, duration_ms=2 * 86_400_000 // 8, keys=10,
-                             start_ms=BASE + 86_400_000 - 3 * 3_600_000), settings.landing)
-    ingest(spark, settings, progress=lambda _: None)
-    return settings
+                             start_ms=BASE + 86_400_000 - 3 * 3_600_000),
+             events(settings).landing)
+    ingest(spark, events(settings), progress=lambda _: None)
+    return only_pipeline(settings)
 
 
 def test_generated_log_matches_the_simulation(spark, generated_log):
     log = spark.read.format("delta").load(generated_log.table_path(tables.ARRIVAL_LOG))
     arrivals = [Arrival(r.arrival_seq, r.key, r.event_time_ms, r.watermark_ms, r.value)
                 for r in log.collect()]
-    spec = generated_log.pipeline
+    spec = generated_log.spec
     window = spec.window
     latest, late, _ = simulate(arrivals, window.size_ms, window.size_ms, window.offset_ms,
                                spec.allowed_lateness_ms)

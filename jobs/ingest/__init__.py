@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from jobs import fast_writes, shipping, storage, tables
+from jobs.checks import check_stream_mark
 from jobs.ingest import on_spark
 from jobs.ingest.batch import (
     BAD_INGEST_STAMP,
@@ -51,8 +52,8 @@ from jobs.ingest.landing import (
 )
 from jobs.ingest.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
 from jobs.progress import heartbeat
-from jobs.settings import PlatformSettings
 from jobs.storage import Files
+from jobs.streams import Stream
 from operators.time import MIN_WATERMARK
 
 __all__ = ["BAD_INGEST_STAMP", "DUPLICATE_FILE", "FILE_CHANGED", "INVALID_UTF8",
@@ -93,11 +94,13 @@ class IngestReport:
     """Seconds spent planning, parsing and appending."""
     on_executors: bool = False
     """Read and parsed by Spark's executors (PLATFORM_INGEST_READER), not by this process."""
+    stream: str = ""
 
     def summary(self) -> str:
+        said = f"ingest {self.stream}:" if self.stream else "ingest:"
         if self.batch_id is None:
             waiting = f" ({self.deferred} still being written)" if self.deferred else ""
-            return f"ingest: no new landing files{waiting}"
+            return f"{said} no new landing files{waiting}"
         verb = "re-ran planned" if self.resumed else "ingested"
         waiting = f"; {self.deferred} files still being written" if self.deferred else ""
         extra = ""
@@ -109,7 +112,7 @@ class IngestReport:
         took = " (" + ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items()) + ")" \
             if self.timings else ""
         where = " (read by Spark's executors)" if self.on_executors else ""
-        return (f"ingest: {verb} batch {self.batch_id}{where}: {self.files} files, "
+        return (f"{said} {verb} batch {self.batch_id}{where}: {self.files} files, "
                 f"{self.records} records, {self.quarantined} quarantined {self.reasons}"
                 f"{extra}{waiting}{took}")
 
@@ -121,19 +124,20 @@ class Ingestor:
     Plans written by another process meanwhile are picked up before each batch.
     """
 
-    def __init__(self, spark: SparkSession | None, settings: PlatformSettings,
+    def __init__(self, spark: SparkSession | None, stream: Stream,
                  progress: Callable[[str], None] = print,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.spark = spark
         self.clock_ms = clock_ms
         """The wall clock a plan records (lines without a collector stamp arrive then)."""
-        self.settings = settings
+        self.stream = stream
+        self.settings = settings = stream.settings
         self.progress = progress
-        self.landing = LandingFolder(settings.landing)
-        self.log = IngestLog(Files(spark), settings.warehouse)
+        self.landing = LandingFolder(stream.landing)
+        self.log = IngestLog(Files(spark), stream.folder)
         self.rules = IngestRules(settings.ingest_clock, settings.max_future_ms,
                                  settings.max_past_ms, settings.max_line_bytes,
-                                 settings.pipeline.watermark)
+                                 stream.watermark)
         self.known: dict[str, FilePart] = {}
         """name -> the file as last planned (its size, modification time and hash)."""
         self.by_hash: dict[str, str] = {}
@@ -142,16 +146,20 @@ class Ingestor:
         self.plans: dict[int, Plan] = {}
         self.commits: dict[int, Commit] = {}
         self._check_not_stale()
+        check_stream_mark(stream, remember=True)
 
     # -- the log ---------------------------------------------------------------------------------
 
     def _check_not_stale(self) -> None:
-        manifest = storage.join(self.settings.warehouse, "_ingest_manifest", "_delta_log")
-        if Files(self.spark).exists(manifest) and not self.log.batch_ids(self.log.plans_folder):
+        """A warehouse of the single-pipeline layout (tables at its top) is not read or
+        migrated: say so rather than ingest beside it."""
+        earlier = storage.join(self.settings.warehouse, tables.ARRIVAL_LOG, "_delta_log")
+        if Files(self.spark).exists(earlier):
             raise StaleWarehouseError(
-                f"{self.settings.warehouse} was ingested by an earlier version of the platform "
-                "(an _ingest_manifest table, no ingest log); start from a new PLATFORM_HOME or "
-                "PLATFORM_WAREHOUSE")
+                f"{self.settings.warehouse} was written by an earlier version of the platform "
+                "(one pipeline, its tables at the top of the warehouse); start from a new "
+                "PLATFORM_HOME or PLATFORM_WAREHOUSE: streams now live in "
+                "<warehouse>/streams/<name>/ and pipelines in <warehouse>/pipelines/<name>/")
 
     def _refresh(self) -> None:
         for batch_id in self.log.batch_ids(self.log.plans_folder):
@@ -178,7 +186,7 @@ class Ingestor:
         if reader != "auto":
             return reader == "spark"
         return (shipping.is_cluster(self.settings.spark_master)
-                and not storage.is_local(self.settings.landing)
+                and not storage.is_local(self.stream.landing)
                 and size >= self.settings.ingest_spark_min_bytes)
 
     def _spark(self) -> SparkSession:
@@ -238,7 +246,7 @@ class Ingestor:
                     for f in looks]
         if self._on_spark(sum(f.size for f in looks)):
             try:
-                return on_spark.file_facts(self._spark(), self.settings.landing, requests)
+                return on_spark.file_facts(self._spark(), self.stream.landing, requests)
             except OSError as error:
                 raise LandingReadError(_unreadable(error)) from None
         facts: dict[str, FileFacts] = {}
@@ -300,15 +308,16 @@ class Ingestor:
         started = time.monotonic()
         plan, deferred, resumed = self._plan()
         if plan is None:
-            report = IngestReport(batch_id=None, deferred=deferred)
+            report = IngestReport(batch_id=None, deferred=deferred, stream=self.stream.name)
             self.progress(report.summary())
             return report
         if resumed:
-            self.progress(f"ingest: batch {plan.batch_id} was planned but not committed (a "
-                          "crash); running it again")
+            self.progress(f"ingest {self.stream.name}: batch {plan.batch_id} was planned but "
+                          "not committed (a crash); running it again")
         parse_started = time.monotonic()
         on_executors = self._on_spark(sum(part.size - part.offset for part in plan.files))
-        with heartbeat(self.progress, f"ingest: batch {plan.batch_id}, {len(plan.files)} files"):
+        with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
+                                      f"{len(plan.files)} files"):
             if on_executors:
                 commit, phases = self._run_on_spark(plan)
                 append_started = parse_started
@@ -328,16 +337,15 @@ class Ingestor:
                               commit.quarantined, commit.reasons, resumed, commit.watermark_ms,
                               deferred, kinds.count(APPENDED), kinds.count(CHANGED),
                               plan.first_seq, time.monotonic() - started, dict(self.timings),
-                              on_executors)
+                              on_executors, self.stream.name)
         self.progress(report.summary())
         return report
 
     def _run_on_spark(self, plan: Plan) -> tuple[Commit, dict[str, float]]:
         """Read, parse and append the batch with Spark's executors (jobs/ingest/on_spark.py)."""
-        settings = self.settings
         done = on_spark.ingest_batch(
-            self._spark(), settings.landing, plan, self.rules, settings.time_zone,
-            settings.table_path(tables.ARRIVAL_LOG), settings.table_path(tables.QUARANTINE))
+            self._spark(), self.stream.landing, plan, self.rules, self.settings.time_zone,
+            self.stream.arrival_log, self.stream.quarantine)
         return Commit(plan.batch_id, done.records, done.quarantined, done.end_state,
                       done.reasons, done.watermark_ms), done.timings
 
@@ -350,16 +358,17 @@ class Ingestor:
                   (quarantine_table(rows.bad, plan, self.settings.time_zone), tables.QUARANTINE,
                    "ingest-quarantine")]
         for data, name, app_id in writes:
-            location = self.settings.table_path(name)
+            location = self.stream.table_path(name)
             if data.num_rows or not fast_writes.table_exists(location):
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
 
 
-def ingest(spark: SparkSession | None, settings: PlatformSettings,
+def ingest(spark: SparkSession | None, stream: Stream,
            progress: Callable[[str], None] = print) -> IngestReport:
-    """Ingest the landing files not yet in the arrival log, as one batch. ``spark`` may be
-    None for a local warehouse (only remote files need the JVM's Hadoop FileSystem)."""
-    return Ingestor(spark, settings, progress).run_once()
+    """Ingest the stream's landing files not yet in its arrival log, as one batch. ``spark``
+    may be None for a local warehouse (only remote files need the JVM's Hadoop
+    FileSystem)."""
+    return Ingestor(spark, stream, progress).run_once()
 
 
 def _unreadable(error: OSError) -> str:

@@ -1,5 +1,5 @@
-"""One incremental step, as the landing sensor's run and its Pipes variant take it: ingest the
-new landing files, then bring the windowed tables up to date for what they changed.
+"""One incremental step, as the landing sensor's run and its Pipes variant take it: ingest a
+stream's new landing files, then bring its pipelines' tables up to date for what they changed.
 
 Two engines give the same rows (the determinism promise): ``live`` runs the live stream over
 what is new in the arrival log (``jobs.live.run_live``, available now, from its checkpoint);
@@ -22,10 +22,21 @@ from jobs.days import day_of
 from jobs.delta_io import read_table_or_none
 from jobs.ingest import IngestReport, ingest
 from jobs.live.stream import LiveReport, run_live
-from jobs.settings import PlatformSettings
+from jobs.registry import Pipeline
+from jobs.streams import Stream
 from operators.time import MIN_WATERMARK
 
 ENGINES = ("auto", "live", "backfill")
+
+
+@dataclass
+class PipelineDays:
+    """What an increment wrote for one pipeline: the days and their late-data metrics."""
+
+    first_day: str | None = None
+    last_day: str | None = None
+    metrics: list[dict] = field(default_factory=list)
+    """Late-data metrics rows of the days written, one dict per day."""
 
 
 @dataclass
@@ -33,22 +44,28 @@ class Increment:
     ingest: IngestReport
     engine: str
     """``backfill`` (affected days recomputed) or ``live`` (``jobs.live.run_live``)."""
-    first_day: str | None = None
-    last_day: str | None = None
-    metrics: list[dict] = field(default_factory=list)
-    """Late-data metrics rows of the days written, one dict per day."""
+    pipelines: dict[str, PipelineDays] = field(default_factory=dict)
     live_report: LiveReport | None = None
 
+    @property
+    def first_day(self) -> str | None:
+        return min((d.first_day for d in self.pipelines.values() if d.first_day), default=None)
 
-def log_watermark(spark: SparkSession, settings: PlatformSettings) -> int | None:
-    """``max(watermark_ms)`` of the arrival log (``None`` before the first ingest)."""
-    log = read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG))
+    @property
+    def last_day(self) -> str | None:
+        return max((d.last_day for d in self.pipelines.values() if d.last_day), default=None)
+
+
+def log_watermark(spark: SparkSession, stream: Stream) -> int | None:
+    """``max(watermark_ms)`` of the stream's arrival log (``None`` before the first ingest)."""
+    log = read_table_or_none(spark, stream.arrival_log)
     return None if log is None else log.agg(F.max("watermark_ms")).first()[0]
 
 
-def first_affected_day(spark: SparkSession, settings: PlatformSettings, batch_id: int,
+def first_affected_day(spark: SparkSession, pipeline: Pipeline, batch_id: int,
                        previous_watermark: int | None) -> dt.date | None:
-    """The earliest window-end day ingest batch ``batch_id`` can have changed.
+    """The earliest window-end day ingest batch ``batch_id`` can have changed in the
+    pipeline's tables.
 
     A new record changes the windows it falls in, whose end day is at or after the day of its
     event time. The watermark it moves can fire the on-time and closing panes of windows of
@@ -58,52 +75,57 @@ def first_affected_day(spark: SparkSession, settings: PlatformSettings, batch_id
     candidates: list[int] = []
     for name, column in ((tables.ARRIVAL_LOG, "event_time_ms"),
                          (tables.QUARANTINE, "ingest_time_ms")):
-        table = read_table_or_none(spark, settings.table_path(name))
+        table = read_table_or_none(spark, pipeline.table_path(name))
         if table is not None:
             low = table.where(F.col("ingest_batch") == batch_id).agg(F.min(column)).first()[0]
             if low is not None:
                 candidates.append(low)
     if previous_watermark is not None and previous_watermark != MIN_WATERMARK:
-        candidates.append(previous_watermark - settings.pipeline.allowed_lateness_ms)
-    return day_of(min(candidates), settings.time_zone) if candidates else None
+        candidates.append(previous_watermark - pipeline.spec.allowed_lateness_ms)
+    return day_of(min(candidates), pipeline.time_zone) if candidates else None
 
 
-def _metrics_rows(spark: SparkSession, settings: PlatformSettings, days: tuple[str, str] | None
+def _metrics_rows(spark: SparkSession, pipeline: Pipeline, days: tuple[str, str] | None
                   ) -> list[dict]:
-    metrics = read_table_or_none(spark, settings.table_path(tables.LATE_DATA_METRICS))
+    metrics = read_table_or_none(spark, pipeline.table_path(tables.LATE_DATA_METRICS))
     if metrics is None or days is None:
         return []
     return [row.asDict() for row in metrics.where(F.col("window_end_date").between(*days))
             .orderBy("window_end_date").collect()]
 
 
-def run_increment(spark: SparkSession, settings: PlatformSettings,
+def run_increment(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None,
                   progress: Callable[[str], None] = print, engine: str = "auto") -> Increment:
-    """Ingest, then update the windowed tables; returns what was written."""
+    """Ingest the stream, then update its pipelines' tables (default: every pipeline that
+    reads it); returns what was written."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    previous = log_watermark(spark, settings)
-    report = ingest(spark, settings, progress=progress)
+    if pipelines is None:
+        pipelines = stream.settings.platform.pipelines_of(stream.name)
+    previous = log_watermark(spark, stream)
+    report = ingest(spark, stream, progress=progress)
     if engine in ("auto", "live"):
-        if read_table_or_none(spark, settings.table_path(tables.ARRIVAL_LOG)) is None:
+        if read_table_or_none(spark, stream.arrival_log) is None:
             progress("no arrival log yet: nothing to update")
             return Increment(report, "live")
-        live = run_live(spark, settings, progress=progress)
-        return Increment(report, "live", *(live_days(live) or (None, None)),
-                         _metrics_rows(spark, settings, live_days(live)), live)
+        live = run_live(spark, stream, pipelines, progress=progress)
+        days = {p.name: PipelineDays(*live.days[p.name], _metrics_rows(spark, p,
+                                                                       live.days[p.name]))
+                for p in pipelines if p.name in live.days}
+        return Increment(report, "live", days, live)
     if report.batch_id is None:
         progress("no new landing files: nothing to do")
         return Increment(report, "backfill")
-    first = first_affected_day(spark, settings, report.batch_id, previous)
-    if first is None:
-        return Increment(report, "backfill")
-    windows = run_backfill(spark, settings, first.isoformat(), None, progress=progress)
-    return Increment(report, "backfill", windows.first_day, windows.last_day, windows.metrics)
+    written = {}
+    for pipeline in pipelines:
+        first = first_affected_day(spark, pipeline, report.batch_id, previous)
+        if first is None:
+            continue
+        windows = run_backfill(spark, pipeline, first.isoformat(), None, progress=progress)
+        written[pipeline.name] = PipelineDays(windows.first_day, windows.last_day,
+                                              windows.metrics)
+    return Increment(report, "backfill", written)
 
 
-def live_days(report: LiveReport) -> tuple[str, str] | None:
-    """The days whose metrics the live run refreshed."""
-    return report.days
-
-
-__all__ = ["ENGINES", "Increment", "first_affected_day", "log_watermark", "run_increment"]
+__all__ = ["ENGINES", "Increment", "PipelineDays", "first_affected_day", "log_watermark",
+           "run_increment"]

@@ -3,11 +3,12 @@
 A long-running or heavy live step should not share the Dagster run worker's memory and JVM: this
 script starts its own SparkSession and reports back through Dagster Pipes. Two modes:
 
-- ``python -m jobs.live.pipes`` (``live_pipes_job``): one increment (ingest, then the
-  windowed tables for the days it touched) and stop. Progress streams back as Pipes log lines;
-  at the end one custom message says what was written, which the launching op turns into asset
-  materialisations (per day for the partitioned tables).
-- ``python -m jobs.live.pipes --stream --trigger "10 seconds"``
+- ``python -m jobs.live.pipes [--stream NAME]`` (``live_pipes_job``): one increment of a
+  stream (ingest, then its pipelines' tables for the days it touched) and stop. Progress
+  streams back as Pipes log lines; at the end one custom message says what was written, which
+  the launching op turns into asset materialisations (per pipeline and day for the
+  partitioned tables).
+- ``python -m jobs.live.pipes --long-running --trigger "10 seconds"``
   (``live_stream_job``): the long-running live stream. It ingests new landing files every
   ``--poll`` seconds while the streaming query runs, and reports every micro-batch the moment it
   is written (records, panes, late rows and the batch's late-data figures), which the launching
@@ -49,29 +50,43 @@ def _ingest_message(report) -> dict[str, Any]:
             "quarantined": report.quarantined, "watermark_ms": report.watermark_ms}
 
 
-def run_once(pipes, progress: Callable[[str], None]) -> None:
-    from jobs.live.increment import run_increment
-    from jobs.settings import PlatformSettings
-    from jobs.spark import spark_for
+def _stream(name: str | None):
+    """The settings' stream of that name (the only one when not given)."""
+    from jobs.settings import PlatformSettings, SettingsError
 
     settings = PlatformSettings.from_env()
+    streams = settings.platform.streams
+    if name is None:
+        if len(streams) != 1:
+            raise SettingsError(f"--stream: give one of {', '.join(streams)}")
+        return settings, next(iter(streams.values()))
+    return settings, settings.platform.select_streams([name])[0]
+
+
+def run_once(pipes, progress: Callable[[str], None], args: argparse.Namespace) -> None:
+    from jobs.live.increment import run_increment
+    from jobs.spark import spark_for
+
+    settings, stream = _stream(args.stream)
     spark = spark_for(settings, app_name="eventtime-live")
-    step = run_increment(spark, settings, progress=progress, engine=settings.live_engine)
+    step = run_increment(spark, stream, progress=progress, engine=settings.live_engine)
     pipes.report_custom_message({
-        "kind": "increment", "engine": step.engine, "first_day": step.first_day,
-        "last_day": step.last_day, "ingest": _ingest_message(step.ingest),
-        "metrics": [_row(row) for row in step.metrics]})
+        "kind": "increment", "engine": step.engine, "stream": stream.name,
+        "first_day": step.first_day, "last_day": step.last_day,
+        "ingest": _ingest_message(step.ingest),
+        "pipelines": {name: {"first_day": days.first_day, "last_day": days.last_day,
+                             "metrics": [_row(row) for row in days.metrics]}
+                      for name, days in step.pipelines.items()}})
 
 
 def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace) -> None:
     from pyspark.sql import functions as F
 
     from jobs import tables
-    from jobs.live import run_stream as stream
-    from jobs.settings import PlatformSettings
+    from jobs.live import run_stream as stream_job
     from jobs.spark import spark_for
 
-    settings = PlatformSettings.from_env()
+    settings, stream = _stream(args.stream)
     spark = spark_for(settings, app_name="eventtime-live-stream")
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -82,25 +97,28 @@ def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace)
             pipes.report_custom_message({"kind": "batch", **_row(summary)})
 
     def on_ingest(report) -> None:
-        pipes.report_custom_message({"kind": "ingest", **_ingest_message(report)})
+        pipes.report_custom_message({"kind": "ingest", "stream": stream.name,
+                                     **_ingest_message(report)})
 
-    report = stream(spark, settings, trigger=args.trigger, poll_s=args.poll,
-                    duration_s=args.duration, max_batches=args.max_batches,
-                    metrics_interval_s=args.metrics_interval, stop=stop, progress=progress,
-                    on_ingest=on_ingest, on_flush=on_flush)
-    metrics = []
-    if report.days is not None:
-        metrics = [_row(row.asDict()) for row in spark.read.format("delta")
-                   .load(settings.table_path(tables.LATE_DATA_METRICS))
-                   .where(F.col("window_end_date").between(*report.days))
-                   .orderBy("window_end_date").collect()]
-    pipes.report_custom_message({"kind": "stopped", "batches": len(report.batches),
-                                 "metrics": metrics})
+    report = stream_job(spark, stream, trigger=args.trigger, poll_s=args.poll,
+                        duration_s=args.duration, max_batches=args.max_batches,
+                        metrics_interval_s=args.metrics_interval, stop=stop, progress=progress,
+                        on_ingest=on_ingest, on_flush=on_flush)
+    metrics: dict[str, list[dict]] = {}
+    for name, days in report.days.items():
+        pipeline = settings.platform.pipelines[name]
+        metrics[name] = [_row(row.asDict()) for row in spark.read.format("delta")
+                         .load(pipeline.table_path(tables.LATE_DATA_METRICS))
+                         .where(F.col("window_end_date").between(*days))
+                         .orderBy("window_end_date").collect()]
+    pipes.report_custom_message({"kind": "stopped", "stream": stream.name,
+                                 "batches": len(report.batches), "pipelines": metrics})
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stream", action="store_true",
+    parser.add_argument("--stream", help="the stream to run (default: the only one)")
+    parser.add_argument("--long-running", action="store_true",
                         help="run the long-running live stream instead of one increment")
     parser.add_argument("--trigger", default="10 seconds",
                         help="micro-batch interval of the stream (Spark's processing time)")
@@ -115,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     with open_dagster_pipes() as pipes:
         under_dagster = PipesEnvVarParamsLoader().is_dagster_pipes_process()
         progress = pipes.log.info if under_dagster else print
-        if args.stream:
+        if args.long_running:
             run_stream(pipes, progress, args)
         else:
-            run_once(pipes, progress)
+            run_once(pipes, progress, args)
     return 0
 
 

@@ -1,5 +1,9 @@
-"""Write one micro-batch of the live stream to the Delta tables, idempotently, and the late-data
-metrics every so often.
+"""Write one micro-batch of the live stream to each pipeline's Delta tables, idempotently, and
+their late-data metrics every so often.
+
+:class:`StreamSink` is the query's ``foreachBatch``: it takes the micro-batch's output to the
+driver once, splits it by pipeline (jobs/live/fanout.py) and has each pipeline's
+:class:`PipelineSink` write its tables, all pipelines at once (independent Delta tables).
 
 A micro-batch may run again after a failure (Spark re-runs the batch that was not committed to
 its checkpoint); every write below leaves the tables as if it had run once:
@@ -49,8 +53,10 @@ from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
 )
-from jobs.settings import PlatformSettings
+from jobs.live.fanout import pipeline_rows
+from jobs.registry import Pipeline
 from jobs.storage import Files
+from jobs.streams import Stream
 from jobs.window_tables import (
     assignment_table,
     day_metrics,
@@ -74,19 +80,22 @@ BATCH_HEADER = ("batch_id long, records long, first_arrival_seq long, last_arriv
                 "panes long, late_records long")
 
 
-def app_id_for(checkpoint: str) -> str:
-    """A Delta transaction app id per checkpoint: a new checkpoint is a new writer."""
-    return "live-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+def app_id_for(checkpoint: str, pipeline: str = "") -> str:
+    """A Delta transaction app id per checkpoint and pipeline: a new checkpoint is a new
+    writer."""
+    return "live-" + hashlib.sha256(f"{checkpoint}#{pipeline}".encode()).hexdigest()[:16]
 
 
 @dataclass
-class BatchSink:
+class PipelineSink:
+    """One pipeline's tables, written from its rows of each micro-batch."""
+
     spark: SparkSession
-    settings: PlatformSettings
+    pipeline: Pipeline
     app_id: str
     progress: Callable[[str], None] = print
     checkpoint: str | None = None
-    """Where unflushed batch summaries are kept (``<checkpoint>/platform/batches``)."""
+    """Where unflushed batch summaries are kept (``<checkpoint>/platform/batches/<name>``)."""
     metrics_interval_s: float = 0.0
     """Flush the metrics at most this often (0: after every batch)."""
     batches: list[dict] = field(default_factory=list)
@@ -97,11 +106,6 @@ class BatchSink:
     pending: list[dict] = field(default_factory=list)
     on_flush: Callable[[list[dict]], None] | None = None
     """Called with the batch rows of each flush (the long-running job reports them)."""
-    on_batch: Callable[[dict], None] | None = None
-    """Called with each batch's summary once its panes and late rows are written."""
-    arrival_end: Callable[[], int] | None = None
-    """The next arrival position ingest will give (the long-running job's ingest knows it):
-    the progress line says how far the stream is behind the arrival log."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -109,7 +113,7 @@ class BatchSink:
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
         self.files = Files(self.spark)
-        self.folder = storage.join(self.checkpoint, "platform", "batches") \
+        self.folder = storage.join(self.checkpoint, "platform", "batches", self.pipeline.name) \
             if self.checkpoint else None
         self.last_flush = time.monotonic()
         if self.folder:  # batches a crash left unflushed
@@ -120,28 +124,24 @@ class BatchSink:
 
     # -- one micro-batch --------------------------------------------------------------------------
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, rows: pd.DataFrame, batch_id: int) -> dict | None:
+        """Write the pipeline's rows of micro-batch ``batch_id``; its summary (``None`` when
+        the batch had nothing for it), kept until its metrics are flushed."""
         started = time.monotonic()
-        # the batch's output is small (panes, late rows, one progress row per bucket): it is
-        # taken to the driver once and written from there (jobs/fast_writes.py)
-        summary = self._write(batch.toArrow().to_pandas(), batch_id)
+        summary = self._write(rows, batch_id)
         if summary is None:
-            return
+            return None
+        summary["pipeline"] = self.pipeline.name
         summary["seconds"] = round(time.monotonic() - started, 3)
         summary["written_at"] = time.time()
         self._keep(summary)
-        if self.on_batch is not None:
-            self.on_batch(summary)
-        behind = ""
-        if self.arrival_end is not None and summary["records"]:
-            behind = (f", {max(0, self.arrival_end() - 1 - summary['last_arrival_seq']):,} "
-                      "records behind the arrival log")
-        self.progress(
-            f"live: batch {batch_id}: {summary['records']} records, {summary['panes']} panes, "
-            f"{summary['late_records']} late, watermark {summary['watermark_ms']}, "
-            f"{summary['seconds']:.1f} s{behind}")
+        return summary
+
+    def after_batch(self) -> None:
+        """Flush the metrics when they are due (at once, or in the background)."""
         if self._flush_error is not None:
-            raise RuntimeError("writing the late-data metrics failed") from self._flush_error
+            raise RuntimeError(f"writing the late-data metrics of {self.pipeline.name} "
+                               "failed") from self._flush_error
         if not self.metrics_interval_s:
             self.flush()
         elif time.monotonic() - self.last_flush >= max(self.metrics_interval_s,
@@ -170,14 +170,15 @@ class BatchSink:
         if self._flusher is not None:
             self._flusher.join()
         if self._flush_error is not None:
-            raise RuntimeError("writing the late-data metrics failed") from self._flush_error
+            raise RuntimeError(f"writing the late-data metrics of {self.pipeline.name} "
+                               "failed") from self._flush_error
         self.flush()
 
     def _write(self, rows: pd.DataFrame, batch_id: int) -> dict | None:
         if rows.empty:
             return None  # a batch with no output at all
-        spec = self.settings.pipeline
-        zone = self.settings.time_zone
+        spec = self.pipeline.spec
+        zone = self.pipeline.time_zone
         kind = rows["kind"].to_numpy()
         panes, late = rows[kind == "pane"], rows[kind == "late"]
         progress = rows[kind == "progress"]
@@ -221,16 +222,16 @@ class BatchSink:
     def _merge_panes(self, panes: pd.DataFrame) -> None:
         """The latest pane per key and window replaces an older one; the condition names the
         batch's days and window ends, so only the files that can hold them are read."""
-        spec = self.settings.pipeline
+        spec = self.pipeline.spec
         latest = (panes.sort_values("pane_index", kind="stable")
                   .drop_duplicates(["key", "window_start_ms", "window_end_ms"], keep="last"))
-        data = results_table(latest, spec, self.settings.time_zone)
+        data = results_table(latest, spec, self.pipeline.time_zone)
         days = data.column("window_end_date")
         ends = latest["window_end_ms"]
         bounds = (f"t.window_end_date >= '{pc_min(days)}' AND t.window_end_date <= "
                   f"'{pc_max(days)}' AND t.window_end_ms >= {int(ends.min())} "
                   f"AND t.window_end_ms <= {int(ends.max())}")
-        fast_writes.merge_latest(self.settings.table_path(tables.WINDOW_RESULTS), data,
+        fast_writes.merge_latest(self.pipeline.table_path(tables.WINDOW_RESULTS), data,
                                  keys=tables.RESULT_KEY_COLUMNS, order="pane_index",
                                  bounds=bounds, partition_by=["window_end_date"])
 
@@ -242,7 +243,7 @@ class BatchSink:
         bounds = (f"t.window_end_date >= '{pc_min(days)}' AND t.window_end_date <= "
                   f"'{pc_max(days)}' AND t.arrival_seq >= {pc_min(seqs)} "
                   f"AND t.arrival_seq <= {pc_max(seqs)}")
-        fast_writes.insert_new(self.settings.table_path(table), data, keys=keys, bounds=bounds,
+        fast_writes.insert_new(self.pipeline.table_path(table), data, keys=keys, bounds=bounds,
                                partition_by=["window_end_date"])
 
     # -- metrics ----------------------------------------------------------------------------------
@@ -276,7 +277,8 @@ class BatchSink:
         self._forget(pending)
         self.flush_seconds = time.monotonic() - started
         days = f" and days {self.days[0]} .. {self.days[1]}" if self.days else ""
-        self.progress(f"live: late-data metrics of {len(pending)} batches{days} written "
+        self.progress(f"live {self.pipeline.name}: late-data metrics of {len(pending)} "
+                      f"batches{days} written "
                       f"({self.flush_seconds:.1f} s)")
         if self.on_flush is not None:
             self.on_flush(flushed)
@@ -293,19 +295,19 @@ class BatchSink:
     def _batch_metrics(self, pending: list[dict]) -> list[dict]:
         """One row per batch: the header, the lateness of the records it consumed, and the
         quarantined lines of the ingest batches it finished; appended unless already there."""
-        log = self.spark.read.format("delta").load(self.settings.table_path(tables.ARRIVAL_LOG))
+        log = self.spark.read.format("delta").load(self.pipeline.table_path(tables.ARRIVAL_LOG))
         consumed = [s for s in pending if s["records"]]
         low = min((s["first_arrival_seq"] for s in consumed), default=0)
         high = max((s["last_arrival_seq"] for s in consumed), default=-1)
         ranges = self.spark.createDataFrame(
             [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"]) for s in consumed],
             "batch_id long, first long, last long")
-        if self.settings.pipeline.is_standard_window:
+        if self.pipeline.spec.is_standard_window:
             consumed = log.where(F.col("arrival_seq").between(low, high))
-            classified = classify(consumed, self.settings.pipeline, self.settings.time_zone)
+            classified = classify(consumed, self.pipeline.spec, self.pipeline.time_zone)
         else:
             classified = (self.spark.read.format("delta")
-                          .load(self.settings.table_path(tables.WINDOW_ASSIGNMENTS))
+                          .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
                           .where(F.col("arrival_seq").between(low, high))
                           .withColumnRenamed("fate", "_class"))
         per_batch = (classified.join(F.broadcast(ranges),
@@ -328,7 +330,7 @@ class BatchSink:
         for name in ("on_time", "late_within_lateness", "dropped_late"):
             rows = rows.withColumn(name, F.coalesce(F.col(name), F.lit(0)).cast("long"))
         collected = rows.collect()
-        path = self.settings.table_path(BATCH_METRICS)
+        path = self.pipeline.table_path(BATCH_METRICS)
         first, last = pending[0]["batch_id"], pending[-1]["batch_id"]
         existing = set(fast_writes.read_columns(
             path, ["batch_id"], (pc.field("batch_id") >= first) & (pc.field("batch_id") <= last)
@@ -362,7 +364,7 @@ class BatchSink:
         batch of its last record. An ingest batch split over two micro-batches counts in the
         first; one with no good line at all counts with the next micro-batch that reads
         records (the per-day metrics count every line, by ingest day)."""
-        quarantine = self.settings.table_path(tables.QUARANTINE)
+        quarantine = self.pipeline.table_path(tables.QUARANTINE)
         if not fast_writes.table_exists(quarantine):
             return {}
         pending = [s for s in pending if s["records"]]
@@ -371,7 +373,7 @@ class BatchSink:
         positions = {s["first_arrival_seq"] - 1 for s in pending} | \
             {s["last_arrival_seq"] for s in pending}
         found = fast_writes.read_columns(
-            self.settings.table_path(tables.ARRIVAL_LOG), ["arrival_seq", "ingest_batch"],
+            self.pipeline.table_path(tables.ARRIVAL_LOG), ["arrival_seq", "ingest_batch"],
             pc.field("arrival_seq").isin(sorted(positions)))
         batch_of = dict(zip(found.column("arrival_seq").to_pylist(),
                             found.column("ingest_batch").to_pylist(), strict=True))
@@ -391,25 +393,105 @@ class BatchSink:
         days, where quarantine counts go), recomputed as the backfill computes them."""
         from jobs.days import day_of
 
-        spec = self.settings.pipeline
-        zone = self.settings.time_zone
+        spec = self.pipeline.spec
+        zone = self.pipeline.time_zone
         first_day, last_day = str(day_of(first_ms, zone)), str(day_of(last_ms, zone))
         self.days = (first_day, last_day) if self.days is None else (
             min(self.days[0], first_day), max(self.days[1], last_day))
-        quarantine = read_table_or_none(self.spark, self.settings.table_path(tables.QUARANTINE))
+        quarantine = read_table_or_none(self.spark, self.pipeline.table_path(tables.QUARANTINE))
         if spec.is_standard_window:
             # the whole log, not just what the stream has seen: a backfill running at the same
             # time writes these days from the whole log, and no writer may leave them older
             log = self.spark.read.format("delta").load(
-                self.settings.table_path(tables.ARRIVAL_LOG))
+                self.pipeline.table_path(tables.ARRIVAL_LOG))
             metrics = standard_day_metrics(log, quarantine, spec, zone, first_day, last_day)
         else:
             assigned = (self.spark.read.format("delta")
-                        .load(self.settings.table_path(tables.WINDOW_ASSIGNMENTS))
+                        .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
                         .where(F.col("window_end_date").between(first_day, last_day))
                         .withColumnRenamed("fate", "_class"))
             metrics = day_metrics(assigned, quarantine, zone, first_day, last_day)
-        fast_writes.replace_range(self.settings.table_path(tables.LATE_DATA_METRICS),
+        fast_writes.replace_range(self.pipeline.table_path(tables.LATE_DATA_METRICS),
                                   metrics.toArrow(), column="window_end_date",
                                   first=first_day, last=last_day,
                                   partition_by=["window_end_date"])
+
+
+@dataclass
+class StreamSink:
+    """The live query's ``foreachBatch``: one micro-batch of a stream's output, split by
+    pipeline, each pipeline's rows written to its own tables (all at once)."""
+
+    spark: SparkSession
+    stream: Stream
+    sinks: list[PipelineSink]
+    """One per pipeline, in the order of the query's engines."""
+    progress: Callable[[str], None] = print
+    batches: list[dict] = field(default_factory=list)
+    """One per micro-batch written: its id, records, arrival range, and per pipeline its
+    panes and late rows."""
+    arrival_end: Callable[[], int] | None = None
+    """The next arrival position ingest will give (the long-running job's ingest knows it):
+    the progress line says how far the stream is behind the arrival log."""
+    on_batch: Callable[[dict], None] | None = None
+    """Called with each micro-batch's summary once every pipeline's panes and late rows are
+    written."""
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        # the batch's output is small (panes, late rows, progress rows per bucket): it is
+        # taken to the driver once and written from there (jobs/fast_writes.py)
+        rows = batch.toArrow().to_pandas()
+        if rows.empty:
+            return  # a batch with no output at all
+        parts = [pipeline_rows(rows, index, sink.pipeline.name, sink.pipeline.spec)
+                 for index, sink in enumerate(self.sinks)]
+        with ThreadPoolExecutor(max_workers=len(self.sinks),
+                                thread_name_prefix="pipeline-sink") as pool:
+            futures = [pool.submit(sink.write, part, batch_id)
+                       for sink, part in zip(self.sinks, parts, strict=True)]
+            summaries = [future.result() for future in futures]
+        written = {sink.pipeline.name: summary
+                   for sink, summary in zip(self.sinks, summaries, strict=True) if summary}
+        if not written:
+            return
+        first = next(iter(written.values()))
+        batch = {"batch_id": batch_id, "records": first["records"],
+                 "first_arrival_seq": first["first_arrival_seq"],
+                 "last_arrival_seq": first["last_arrival_seq"],
+                 "watermark_ms": max((s["watermark_ms"] for s in written.values()
+                                      if s["watermark_ms"] is not None), default=None),
+                 "panes": sum(s["panes"] for s in written.values()),
+                 "late_records": sum(s["late_records"] for s in written.values()),
+                 "seconds": round(time.monotonic() - started, 3), "written_at": time.time(),
+                 "pipelines": {name: {k: s[k] for k in ("panes", "late_records")}
+                               for name, s in written.items()}}
+        self.batches.append(batch)
+        if self.on_batch is not None:
+            self.on_batch(batch)
+        behind = ""
+        if self.arrival_end is not None and batch["records"]:
+            behind = (f", {max(0, self.arrival_end() - 1 - batch['last_arrival_seq']):,} "
+                      "records behind the arrival log")
+        each = "; ".join(f"{name} {s['panes']} panes, {s['late_records']} late"
+                         for name, s in written.items())
+        self.progress(f"live {self.stream.name}: batch {batch_id}: {batch['records']} records, "
+                      f"watermark {batch['watermark_ms']}, {batch['seconds']:.1f} s{behind}: "
+                      f"{each}")
+        for sink in self.sinks:
+            sink.after_batch()
+
+    def close(self) -> None:
+        """Wait for the pipelines' background flushes, then flush what is left."""
+        errors = []
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except RuntimeError as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    @property
+    def pending(self) -> int:
+        return max((len(sink.pending) for sink in self.sinks), default=0)

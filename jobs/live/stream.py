@@ -1,19 +1,29 @@
-"""The live stream: Structured Streaming over the arrival log, state in Spark's state store.
+"""The live stream of a stream's pipelines: Structured Streaming over its arrival log, state in
+Spark's state store.
 
-``run_live`` processes everything ingested since the last run and stops (what Dagster launches
-after an ingest); ``start_live(trigger="2 seconds")`` keeps running; :func:`run_stream` is the
-long-running job: one process, one Spark, ingesting new landing files as they finish while the
-stream turns them into the windowed tables. Either way the checkpoint makes a stop at any
-point, or a crash, lose and duplicate nothing: Spark re-runs the uncommitted batch and every
-write is idempotent (jobs/live/sink.py).
+One query per stream runs every pipeline that reads it: each micro-batch is read once and fed
+to every pipeline (jobs/live/fanout.py), and each pipeline's tables are written on their own
+(jobs/live/sink.py). ``run_live`` processes everything ingested since the last run and stops
+(what Dagster launches after an ingest); ``start_live(trigger="2 seconds")`` keeps running;
+:func:`run_stream` is the long-running job: one process, one Spark, ingesting new landing files
+as they finish while the stream turns them into the pipelines' tables. Either way the checkpoint
+makes a stop at any point, or a crash, lose and duplicate nothing: Spark re-runs the
+uncommitted batch and every write is idempotent.
 
 The stream groups records by *bucket* of keys (jobs/runtime/buckets.py): standard windows run
 the backfill's closed form incrementally (jobs/live/standard.py), every other pipeline runs
 the operator library per key (jobs/live/keyed.py), many keys per Python call either way.
+
+A checkpoint holds the state of one set of pipeline versions: its folder is named after the
+set (:func:`default_checkpoint`), so adding, removing or changing a pipeline starts a new
+checkpoint at the stream's next start, which computes every pipeline of the set from the
+beginning of the arrival log (docs/runtime.md, "Adding a pipeline"). The tables never lose
+rows meanwhile: every write keeps the latest pane or inserts what is missing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -24,16 +34,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import storage, tables
-from jobs.checks import fingerprint
+from jobs import storage
+from jobs.checks import check_pipeline_mark, checkpoint_identity
 from jobs.delta_io import table_exists
-from jobs.live.sink import BatchSink, app_id_for
+from jobs.live.fanout import PipelineEngines, stream_output_schema
+from jobs.live.sink import PipelineSink, StreamSink, app_id_for
 from jobs.progress import heartbeat
+from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
-from jobs.runtime.key_runner import output_schema
-from jobs.settings import PlatformSettings, SettingsError
+from jobs.settings import SettingsError
 from jobs.storage import Files
+from jobs.streams import Stream
 from jobs.windows.vectorised import field_column
 from operators.pipeline import PipelineSpec
 
@@ -47,52 +59,54 @@ STREAM_SETTINGS = {
 
 
 class CheckpointMismatchError(SettingsError):
-    """The checkpoint belongs to another pipeline or another bucketing."""
+    """The checkpoint belongs to other pipelines or another bucketing."""
 
 
 @dataclass
 class LiveReport:
     batches: list[dict] = field(default_factory=list)
+    """One per micro-batch (jobs/live/sink.py, ``StreamSink.batches``)."""
     ingested: int = 0
     """Records ingested by the long-running job (``run_stream``)."""
-    days: tuple[str, str] | None = None
-    """The first and last day whose late-data metrics the run refreshed."""
+    days: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Per pipeline, the first and last day whose late-data metrics the run refreshed."""
+    pipeline_batches: dict[str, list[dict]] = field(default_factory=dict)
+    """Per pipeline, its rows of ``late_data_metrics_batches`` the run wrote."""
+    stream: str = ""
 
     @property
     def records(self) -> int:
         return sum(b["records"] for b in self.batches)
 
     def summary(self) -> str:
+        said = f"live {self.stream}" if self.stream else "live"
         if not self.batches:
-            return "live: nothing new in the arrival log"
-        return (f"live: {len(self.batches)} micro-batches, {self.records} records, "
+            return f"{said}: nothing new in the arrival log"
+        return (f"{said}: {len(self.batches)} micro-batches, {self.records} records, "
                 f"{sum(b['panes'] for b in self.batches)} panes, "
-                f"{sum(b['late_records'] for b in self.batches)} late")
+                f"{sum(b['late_records'] for b in self.batches)} late "
+                f"({len(self.pipeline_batches)} pipelines)")
 
 
-def default_checkpoint(settings: PlatformSettings) -> str:
-    return storage.join(settings.warehouse, "_checkpoints", "live")
+def default_checkpoint(stream: Stream, pipelines: list[Pipeline],
+                       buckets: int = DEFAULT_BUCKETS) -> str:
+    """The checkpoint of this set of pipeline versions: another set starts its own."""
+    identity = json.dumps(checkpoint_identity(stream, pipelines, buckets), sort_keys=True)
+    return storage.join(stream.checkpoints,
+                        "live-" + hashlib.sha256(identity.encode()).hexdigest()[:12])
 
 
-def make_engine(spec: PipelineSpec):
-    """The bucket engine for the pipeline (built on the executors, from the pickled spec)."""
-    if spec.is_standard_window:
-        from jobs.live.standard import StandardWindows
-
-        return lambda: StandardWindows(spec)
-    from jobs.live.keyed import KeyedWindows
-
-    return lambda: KeyedWindows(spec)
-
-
-def stream_input(arrivals: DataFrame, spec: PipelineSpec, buckets: int) -> DataFrame:
-    """The arrival log's columns the engines read, the aggregated payload fields as exact
-    decimals (Spark parses them, not Python), the bucket, and Spark's event time."""
+def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
+    """The arrival log's columns the engines read, the payload fields the standard windows
+    aggregate as exact decimals (Spark parses them, not Python), the bucket, and Spark's
+    event time."""
     columns = [F.col(c) for c in INPUT_COLUMNS]
-    if spec.is_standard_window:
+    seen = set(INPUT_COLUMNS)
+    for spec in specs:
+        if not spec.is_standard_window:
+            continue
         from jobs.live.standard import field_input
 
-        seen = set(INPUT_COLUMNS)
         for aggregate in spec.aggregates:
             name = field_input(aggregate)
             if name is None or name in seen:
@@ -108,20 +122,21 @@ def stream_input(arrivals: DataFrame, spec: PipelineSpec, buckets: int) -> DataF
                                                                 bucket_column(buckets)))
 
 
-def _check_checkpoint(spark: SparkSession, checkpoint: str, spec: PipelineSpec,
-                      buckets: int) -> None:
-    """A checkpoint holds state in one pipeline's shape: refuse another pipeline's, with what
-    to do, before Spark reads it."""
+def _check_checkpoint(spark: SparkSession, checkpoint: str, stream: Stream,
+                      pipelines: list[Pipeline], buckets: int) -> None:
+    """A checkpoint holds state in the shape of one set of pipeline versions: refuse another
+    set's, with what to do, before Spark reads it."""
     files = Files(spark)
     location = storage.join(checkpoint, "platform", "stream.json")
-    wanted = {"pipeline": fingerprint(spec), "buckets": buckets}
+    wanted = checkpoint_identity(stream, pipelines, buckets)
     if files.exists(location):
         found = json.loads(files.read_text(location))
         if found != wanted:
             raise CheckpointMismatchError(
-                f"the live checkpoint {checkpoint} was written for another pipeline or bucket "
-                f"count ({found}; this run: {wanted}); give a new --checkpoint (the tables are "
-                "kept; a backfill recomputes them) or restore the pipeline it was written for")
+                f"the live checkpoint {checkpoint} was written for other pipelines or another "
+                f"bucket count ({found}; this run: {wanted}); give a new --checkpoint (the "
+                "tables are kept; a new one computes them again from the arrival log) or run "
+                "the pipelines it was written for")
     elif files.exists(storage.join(checkpoint, "offsets")):
         raise CheckpointMismatchError(
             f"{checkpoint} is a checkpoint of an earlier version of the live stream; give a "
@@ -130,57 +145,86 @@ def _check_checkpoint(spark: SparkSession, checkpoint: str, spec: PipelineSpec,
         files.create(location, json.dumps(wanted))
 
 
-def start_live(spark: SparkSession, settings: PlatformSettings, *,
-               trigger: str = "available_now", checkpoint: str | None = None,
+def _pipelines_of(stream: Stream, pipelines: list[Pipeline] | None) -> list[Pipeline]:
+    """The pipelines to run (default: every pipeline of the stream), each checked to read
+    the stream and to be runnable, in name order (the order of the query's engines)."""
+    if pipelines is None:
+        pipelines = stream.settings.platform.pipelines_of(stream.name)
+    if not pipelines:
+        raise SettingsError(f"stream {stream.name}: no pipeline reads it (PLATFORM_PIPELINES)")
+    for pipeline in pipelines:
+        if pipeline.stream.name != stream.name:
+            raise ValueError(f"pipeline {pipeline.name} reads stream {pipeline.stream.name}, "
+                             f"not {stream.name}")
+        check_runnable(pipeline.spec)
+    return sorted(pipelines, key=lambda p: p.name)
+
+
+def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None,
+               *, trigger: str = "available_now", checkpoint: str | None = None,
                max_files_per_trigger: int | None = None, max_bytes_per_trigger: str | None = None,
                progress: Callable[[str], None] = print, metrics_interval_s: float = 0.0,
                buckets: int = DEFAULT_BUCKETS,
                on_flush: Callable[[list[dict]], None] | None = None,
                on_batch: Callable[[dict], None] | None = None,
-               ) -> tuple[StreamingQuery, BatchSink]:
-    """Start the streaming query; ``trigger`` is ``available_now`` or an interval."""
-    spec = settings.pipeline
-    check_runnable(spec)
-    source = settings.table_path(tables.ARRIVAL_LOG)
+               ) -> tuple[StreamingQuery, StreamSink]:
+    """Start the streaming query of ``pipelines`` (default: every pipeline of the stream);
+    ``trigger`` is ``available_now`` or an interval."""
+    pipelines = _pipelines_of(stream, pipelines)
+    source = stream.arrival_log
     if not table_exists(spark, source):
         raise FileNotFoundError(f"no arrival log at {source}: run ingest first")
-    checkpoint = checkpoint or default_checkpoint(settings)
-    _check_checkpoint(spark, checkpoint, spec, buckets)
+    for pipeline in pipelines:
+        check_pipeline_mark(pipeline, remember=True)
+    checkpoint = checkpoint or default_checkpoint(stream, pipelines, buckets)
+    _check_checkpoint(spark, checkpoint, stream, pipelines, buckets)
     reader = spark.readStream.format("delta")
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
     if max_bytes_per_trigger:
         reader = reader.option("maxBytesPerTrigger", max_bytes_per_trigger)
-    rows = (stream_input(reader.load(source), spec, buckets)
+    names = [p.name for p in pipelines]
+    specs = [p.spec for p in pipelines]
+    rows = (stream_input(reader.load(source), specs, buckets)
             .groupBy(BUCKET_COLUMN)
-            .transformWithStateInPandas(statefulProcessor=BucketProcessor(make_engine(spec)),
-                                        outputStructType=output_schema(spec),
-                                        outputMode="Append", timeMode="EventTime"))
-    sink = BatchSink(spark, settings, app_id_for(checkpoint), progress, checkpoint,
-                     metrics_interval_s, on_flush=on_flush, on_batch=on_batch)
+            .transformWithStateInPandas(
+                statefulProcessor=BucketProcessor(lambda: PipelineEngines(names, specs)),
+                outputStructType=stream_output_schema(specs),
+                outputMode="Append", timeMode="EventTime"))
+    sinks = [PipelineSink(spark, pipeline, app_id_for(checkpoint, pipeline.name), progress,
+                          checkpoint, metrics_interval_s, on_flush=on_flush)
+             for pipeline in pipelines]
+    sink = StreamSink(spark, stream, sinks, progress, on_batch=on_batch)
     writer = rows.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     if trigger == "available_now":
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=trigger)
-    return writer.queryName("eventtime_live").start(), sink
+    return writer.queryName(f"eventtime_live_{stream.name}").start(), sink
 
 
-def run_live(spark: SparkSession, settings: PlatformSettings, *,
+def _report(stream: Stream, sink: StreamSink, ingested: int = 0) -> LiveReport:
+    return LiveReport(batches=sink.batches, ingested=ingested, stream=stream.name,
+                      days={s.pipeline.name: s.days for s in sink.sinks if s.days},
+                      pipeline_batches={s.pipeline.name: s.batches for s in sink.sinks})
+
+
+def run_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None, *,
              checkpoint: str | None = None, max_files_per_trigger: int | None = None,
              max_bytes_per_trigger: str | None = None,
              progress: Callable[[str], None] = print) -> LiveReport:
-    """Process everything in the arrival log not yet processed, then stop."""
-    query, sink = start_live(spark, settings, trigger="available_now", checkpoint=checkpoint,
-                             max_files_per_trigger=max_files_per_trigger,
+    """Process everything in the stream's arrival log not yet processed, for ``pipelines``
+    (default: every pipeline of the stream), then stop."""
+    query, sink = start_live(spark, stream, pipelines, trigger="available_now",
+                             checkpoint=checkpoint, max_files_per_trigger=max_files_per_trigger,
                              max_bytes_per_trigger=max_bytes_per_trigger, progress=progress,
                              metrics_interval_s=float("inf"))
-    with heartbeat(progress, "live", detail=lambda: query_state(query, sink)):
+    with heartbeat(progress, f"live {stream.name}", detail=lambda: query_state(query, sink)):
         query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"live stream failed: {query.exception()}")
     sink.close()
-    report = LiveReport(sink.batches, days=sink.days)
+    report = _report(stream, sink)
     progress(report.summary())
     return report
 
@@ -201,23 +245,26 @@ def _drain(query: StreamingQuery, timeout_s: float = 30.0) -> None:
         time.sleep(0.2)
 
 
-def run_stream(spark: SparkSession, settings: PlatformSettings, *, trigger: str = "1 second",
-               poll_s: float = 0.5, duration_s: float = 0.0, max_batches: int = 0,
-               metrics_interval_s: float = 60.0, checkpoint: str | None = None,
-               stop: threading.Event | None = None, progress: Callable[[str], None] = print,
+def run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None,
+               *, trigger: str = "1 second", poll_s: float = 0.5, duration_s: float = 0.0,
+               max_batches: int = 0, metrics_interval_s: float = 60.0,
+               checkpoint: str | None = None, stop: threading.Event | None = None,
+               progress: Callable[[str], None] = print,
                on_ingest: Callable[[object], None] | None = None,
                on_flush: Callable[[list[dict]], None] | None = None,
                on_batch: Callable[[dict], None] | None = None,
                buckets: int = DEFAULT_BUCKETS) -> LiveReport:
-    """The long-running live job: ingest new landing files every ``poll_s`` while the stream
-    runs, until ``stop`` is set, ``duration_s`` passed or ``max_batches`` micro-batches were
-    written; the checkpoint keeps the place for the next start."""
+    """The long-running live job of a stream: ingest its new landing files every ``poll_s``
+    while the stream runs ``pipelines`` (default: every pipeline of the stream), until
+    ``stop`` is set, ``duration_s`` passed or ``max_batches`` micro-batches were written; the
+    checkpoint keeps the place for the next start."""
     stop = stop or threading.Event()
+    pipelines = _pipelines_of(stream, pipelines)
     previous = {key: spark.conf.get(key, None) for key in STREAM_SETTINGS}
     for key, value in STREAM_SETTINGS.items():
         spark.conf.set(key, value)
     try:
-        return _run_stream(spark, settings, trigger, poll_s, duration_s, max_batches,
+        return _run_stream(spark, stream, pipelines, trigger, poll_s, duration_s, max_batches,
                            metrics_interval_s, checkpoint, stop, progress, on_ingest, on_flush,
                            on_batch, buckets)
     finally:
@@ -228,8 +275,8 @@ def run_stream(spark: SparkSession, settings: PlatformSettings, *, trigger: str 
                 spark.conf.set(key, value)
 
 
-def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, poll_s: float,
-                duration_s: float, max_batches: int, metrics_interval_s: float,
+def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline], trigger: str,
+                poll_s: float, duration_s: float, max_batches: int, metrics_interval_s: float,
                 checkpoint: str | None, stop: threading.Event,
                 progress: Callable[[str], None], on_ingest: Callable[[object], None] | None,
                 on_flush: Callable[[list[dict]], None] | None,
@@ -244,8 +291,8 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
             progress(message)
             quiet_since[0] = time.monotonic()
 
-    ingestor = Ingestor(spark, settings, ingest_progress)
-    report = LiveReport()
+    ingestor = Ingestor(spark, stream, ingest_progress)
+    report = LiveReport(stream=stream.name)
     arrival_end = [0]
 
     def ingest_once() -> None:
@@ -259,27 +306,28 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
     ingest_once()  # the stream needs an arrival log: wait for the first landing file
     deadline = time.monotonic() + duration_s if duration_s else None
     said = time.monotonic() - 10
-    while not table_exists(spark, settings.table_path(tables.ARRIVAL_LOG)):
+    while not table_exists(spark, stream.arrival_log):
         if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-            progress(f"live stream stopped: nothing landed in {settings.landing}")
+            progress(f"live {stream.name} stopped: nothing landed in {stream.landing}")
             return report
         if time.monotonic() - said >= 10:
-            progress(f"live: waiting for the first landing file in {settings.landing}")
+            progress(f"live {stream.name}: waiting for the first landing file in "
+                     f"{stream.landing}")
             said = time.monotonic()
         stop.wait(poll_s)
         ingest_once()
-    query, sink = start_live(spark, settings, trigger=trigger, checkpoint=checkpoint,
+    query, sink = start_live(spark, stream, pipelines, trigger=trigger, checkpoint=checkpoint,
                              progress=progress, metrics_interval_s=metrics_interval_s,
                              on_flush=on_flush, on_batch=on_batch, buckets=buckets)
     if not arrival_end[0]:  # restarted over a log ingested before
         from jobs.table_stats import max_column_value
 
-        last = max_column_value(settings.table_path(tables.ARRIVAL_LOG), "arrival_seq")
+        last = max_column_value(stream.arrival_log, "arrival_seq")
         arrival_end[0] = int(last) + 1 if last is not None else 0
     sink.arrival_end = lambda: arrival_end[0]
     try:
         while query.isActive and not stop.is_set():
-            if max_batches and len(sink.batches) + len(sink.pending) >= max_batches:
+            if max_batches and len(sink.batches) >= max_batches:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -291,13 +339,13 @@ def _run_stream(spark: SparkSession, settings: PlatformSettings, trigger: str, p
     finally:
         query.stop()  # between micro-batches or not, the checkpoint keeps the position
         sink.close()
-    report.batches = sink.batches
-    report.days = sink.days
-    progress(f"live stream stopped: {report.summary()}; {report.ingested} records ingested")
-    return report
+    result = _report(stream, sink, report.ingested)
+    progress(f"live {stream.name} stopped: {result.summary()}; {result.ingested} records "
+             "ingested")
+    return result
 
 
-def query_state(query: StreamingQuery, sink: BatchSink) -> str:
+def query_state(query: StreamingQuery, sink: StreamSink) -> str:
     """What the stream is doing now, for the progress lines between micro-batches: the
     micro-batch running, its input rows, the event-time watermark, batches written."""
     last = query.lastProgress or {}

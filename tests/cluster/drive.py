@@ -1,6 +1,7 @@
 """The driver a cluster test runs in its own process (a SparkSession per process): ingest, the
 live stream, then a backfill over the same days, with each state of the output tables saved
-for the test to compare. Settings come from the ``PLATFORM_*`` environment, as for any job.
+for the test to compare (its home has one pipeline). Settings come from the ``PLATFORM_*``
+environment, as for any job.
 
     python -m tests.cluster.drive <output folder>
 """
@@ -27,9 +28,11 @@ SAVED = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LA
 
 
 def save_tables(settings: PlatformSettings, folder: Path) -> None:
+    """The stream's tables and its one pipeline's, as Parquet files named after them."""
     folder.mkdir(parents=True, exist_ok=True)
+    (pipeline,) = settings.platform.pipelines.values()
     for name in SAVED:
-        frame: pd.DataFrame = DeltaTable(settings.table_path(name)).to_pandas()
+        frame: pd.DataFrame = DeltaTable(pipeline.table_path(name)).to_pandas()
         frame.to_parquet(folder / f"{name}.parquet")
 
 
@@ -47,12 +50,13 @@ def main(output: Path) -> None:
         check_executors(spark, ("no_such_module_for_the_test",))
     except ExecutorImportError as error:
         (output / "import_error.txt").write_text(str(error))
-    ingest(spark, settings)
+    (pipeline,) = settings.platform.pipelines.values()
+    ingest(spark, pipeline.stream)
     step("ingested")
-    run_live(spark, settings)
+    run_live(spark, pipeline.stream)
     step("live stream done")
     save_tables(settings, output / "live")
-    run_backfill(spark, settings)
+    run_backfill(spark, pipeline)
     step("backfill done")
     save_tables(settings, output / "backfill")
     spark.stop()

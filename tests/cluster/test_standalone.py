@@ -27,6 +27,7 @@ from tests.cluster.drive import SAVED, save_tables
 from tests.cluster.object_store import start_object_store
 from tests.cluster.standalone import start_cluster
 from tests.conftest import CHILD_DRIVER_JAVA_OPTIONS
+from tests.platform_home import PER_MINUTE, write_pipelines
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -75,13 +76,16 @@ def test_the_workers_cannot_import_the_project_by_themselves(cluster):
 def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster, object_store,
                                                                         spark, tmp_path):
     landing = tmp_path / "landing"
-    generate(DATA, landing)
+    generate(DATA, landing / "events")
+    pipelines = write_pipelines(tmp_path / "pipelines", {"per_minute": PER_MINUTE})
 
     # local mode, in this process's shared session
     local = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "local"),
-                                       "PLATFORM_LANDING": str(landing)})
-    ingest(spark, local, progress=lambda _: None)
-    run_backfill(spark, local, progress=lambda _: None)
+                                       "PLATFORM_LANDING": str(landing),
+                                       "PLATFORM_PIPELINES": str(pipelines)})
+    (pipeline,) = local.platform.pipelines.values()
+    ingest(spark, pipeline.stream, progress=lambda _: None)
+    run_backfill(spark, pipeline, progress=lambda _: None)
     save_tables(local, tmp_path / "expected")
 
     # the cluster: a driver process of its own, its Python workers without the project; the
@@ -98,6 +102,7 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                    if not k.startswith(("PLATFORM_", "AWS_")) and k != "PYTHONPATH"}
     environment.update(object_store.environment())
     environment.update(PLATFORM_HOME=str(tmp_path / "remote"), PLATFORM_LANDING=remote_landing,
+                       PLATFORM_PIPELINES=str(pipelines),
                        PLATFORM_WAREHOUSE=warehouse, PLATFORM_SPARK_MASTER=cluster.master_url,
                        PLATFORM_INGEST_READER="spark",
                        PLATFORM_SPARK_CONF=",".join(f"{k}={v}" for k, v in spark_conf.items()),
@@ -109,7 +114,7 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                             timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     print("\n".join(line for line in result.stderr.splitlines() if line.startswith("drive:")))
-    print("\n".join(line for line in result.stdout.splitlines() if line.startswith("ingest:")))
+    print("\n".join(line for line in result.stdout.splitlines() if line.startswith("ingest ")))
 
     # the workers read and parsed the landing files in the object store
     assert "read by Spark's executors" in result.stdout, result.stdout[-2000:]
@@ -120,6 +125,10 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
     _assert_same_tables(tmp_path / "expected", output / "backfill")
     # every table and the stream's checkpoint are in the object store, nothing on local disk
     stored = object_store.keys("platform", "warehouse/")
-    for name in (*SAVED, "_checkpoints/live/offsets", "_checkpoints/live/state"):
+    for name in ("streams/events/arrival_log", "streams/events/quarantine",
+                 *(f"pipelines/per_minute/{t}" for t in SAVED[2:])):
         assert any(key.startswith(f"warehouse/{name}/") for key in stored), name
+    for part in ("offsets", "state"):  # the live checkpoint of the stream's pipelines
+        assert any(key.startswith("warehouse/streams/events/_checkpoints/live-")
+                   and f"/{part}/" in key for key in stored), part
     assert not (tmp_path / "remote" / "warehouse").exists()

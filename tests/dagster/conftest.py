@@ -19,8 +19,17 @@ os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 SMALL = {"events": 2000, "keys": 20, "producers": 2}
 """Two days of events (2026-01-01 and 2026-01-02), the demo's shape at a tenth of a percent."""
 
-ENV_NAMES = ("PLATFORM_HOME", "PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
-             "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE")
+ENV_NAMES = ("PLATFORM_HOME", "PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINES",
+             "PLATFORM_STREAMS", "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE")
+STREAM = "events"
+PIPELINE = "per_minute"
+"""The project's stream and its per-minute pipeline (the project's folders: three pipelines)."""
+
+
+def key(*path: str):
+    from dagster import AssetKey
+
+    return AssetKey(list(path))
 
 
 @dataclass
@@ -66,11 +75,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     return make_home(tmp_path / "platform", monkeypatch)
 
 
-def materialize_assets(home: Home, selection: list[str], *, partition: str | None = None,
+def materialize_assets(home: Home, selection: list, *, partition: str | None = None,
                        partition_range: tuple[str, str] | None = None,
                        run_config: dict | None = None, resources: dict | None = None,
                        raise_on_error: bool = True):
-    """Materialise ``selection`` of the project's assets in process against ``home``."""
+    """Materialise ``selection`` (asset keys) of the project's assets in process against
+    ``home``."""
     from dagster import AssetSelection, materialize
 
     from platform_defs.definitions import defs
@@ -90,4 +100,11 @@ def materialize_assets(home: Home, selection: list[str], *, partition: str | Non
 
 
 def landing_config(**overrides) -> dict:
-    return {"ops": {"landing_files": {"config": {**SMALL, **overrides}}}}
+    return {"ops": {f"{STREAM}__landing_files": {"config": {**SMALL, **overrides}}}}
+
+
+INGEST = [key(STREAM, "landing_files"), key(STREAM, "arrival_log"), key(STREAM, "quarantine")]
+
+
+def windowed(pipeline: str = PIPELINE) -> list:
+    return [key(pipeline, t) for t in ("window_results", "late_records", "late_data_metrics")]

@@ -13,7 +13,8 @@ def write_arrival_log_stats(table: Path, max_watermark_ms: int) -> None:
     """A table whose live files say ``max(watermark_ms)``; a file with a larger maximum was
     written, then removed by a delete, and must not count."""
     write_deltalake(str(table), pa.table({"watermark_ms": pa.array([0, max_watermark_ms],
-                                                                   pa.int64())}))
+                                                                   pa.int64())}),
+                    mode="overwrite")
     write_deltalake(str(table), pa.table({"watermark_ms": pa.array([max_watermark_ms + 5],
                                                                    pa.int64())}), mode="append")
     DeltaTable(str(table)).delete(f"watermark_ms > {max_watermark_ms}")

@@ -10,7 +10,15 @@ from dagster import AssetKey, AssetRecordsFilter
 from jobs import tables
 from jobs.settings import PlatformSettings
 from jobs.table_stats import max_column_value
-from tests.dagster.conftest import landing_config, materialize_assets
+from tests.dagster.conftest import (
+    INGEST,
+    PIPELINE,
+    STREAM,
+    key,
+    landing_config,
+    materialize_assets,
+    windowed,
+)
 from tests.output_tables import output_tables
 
 pytestmark = pytest.mark.spark
@@ -21,15 +29,14 @@ DAYS = ("2026-01-01", "2026-01-02")  # the generator's two days
 
 @pytest.fixture(scope="module")
 def ingested(module_home, spark):
-    result = materialize_assets(module_home, ["landing_files", "arrival_log", "quarantine"],
-                                run_config=landing_config())
+    result = materialize_assets(module_home, INGEST, run_config=landing_config())
     assert result.success
     return module_home
 
 
-def _partition_events(home, asset: str) -> dict[str, dict]:
+def _partition_events(home, asset: AssetKey) -> dict[str, dict]:
     records = home.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(asset)), limit=1000).records
+        AssetRecordsFilter(asset_key=asset), limit=1000).records
     latest: dict[str, dict] = {}
     for record in sorted(records, key=lambda r: r.storage_id):
         event = record.asset_materialization
@@ -38,25 +45,26 @@ def _partition_events(home, asset: str) -> dict[str, dict]:
 
 
 def test_ingest_records_the_table_and_its_watermark(ingested, spark):
-    event = ingested.instance.get_latest_materialization_event(AssetKey(tables.ARRIVAL_LOG))
+    event = ingested.instance.get_latest_materialization_event(key(STREAM, "arrival_log"))
     metadata = event.asset_materialization.metadata
-    settings = PlatformSettings.from_env()
+    stream = PlatformSettings.from_env().platform.streams[STREAM]
     assert metadata["batch_records"].value > 1900
-    assert metadata["dagster/uri"].value == settings.table_path(tables.ARRIVAL_LOG)
-    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
-    assert max_column_value(settings.table_path(tables.ARRIVAL_LOG), "watermark_ms") == \
-        log.agg({"watermark_ms": "max"}).first()[0]
+    assert metadata["dagster/uri"].value == stream.arrival_log
+    log = spark.read.format("delta").load(stream.arrival_log)
+    watermark = log.agg({"watermark_ms": "max"}).first()[0]
+    assert max_column_value(stream.arrival_log, "watermark_ms") == watermark
+    assert metadata["watermark"].value.startswith("2026-01-0")  # in words beside the number
 
 
 def test_single_run_backfill_equals_day_by_day(ingested, spark):
-    settings = PlatformSettings.from_env()
-    ranged = materialize_assets(ingested, WINDOWED, partition_range=DAYS)
+    settings = PlatformSettings.from_env().platform.pipelines[PIPELINE]
+    ranged = materialize_assets(ingested, windowed(), partition_range=DAYS)
     assert ranged.success
     by_range = output_tables(spark, settings)
     assert len(by_range[tables.WINDOW_RESULTS]) > 0 and len(by_range[tables.LATE_RECORDS]) > 0
 
     # per-day metadata the UI plots: one materialisation per partition, each with its own day
-    metrics = _partition_events(ingested, tables.LATE_DATA_METRICS)
+    metrics = _partition_events(ingested, key(PIPELINE, tables.LATE_DATA_METRICS))
     assert {"2026-01-01", "2026-01-02"} <= set(metrics)
     first = metrics["2026-01-01"]
     for name in ("on_time", "late_within_lateness", "dropped_late", "quarantined",
@@ -87,13 +95,14 @@ def test_single_run_backfill_equals_day_by_day(ingested, spark):
         for name in ("dropped_late_rate", "quarantine_rate", "watermark_lag")}
     assert all(c.passed for c in checks if c.check_name != "watermark_lag")
     records = ingested.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(tables.LATE_DATA_METRICS)), limit=10).records
+        AssetRecordsFilter(asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)),
+        limit=10).records
     latest = {r.asset_materialization.partition: r.storage_id for r in records[::-1]}
     for check in checks:
         assert check.target_materialization_data.storage_id == latest[check.partition]
 
     for day in ("2026-01-01", "2026-01-02"):
-        assert materialize_assets(ingested, WINDOWED, partition=day).success
+        assert materialize_assets(ingested, windowed(), partition=day).success
     by_day = output_tables(spark, settings)
     for name in WINDOWED:
         pd.testing.assert_frame_equal(by_range[name], by_day[name], check_like=True)
@@ -107,10 +116,12 @@ def test_enrichment_assets_call_the_service_with_the_token(ingested, spark):
     with running_service(users=15, token=token) as service:
         resources = ingested.resources(enrichment_service=EnrichmentServiceResource(
             service_url=service.base_url, token=token, retry_delay_ms=1))
-        result = materialize_assets(ingested, ["enrichment_responses", "enriched_events",
-                                               "enrichment_dead_letters"], resources=resources)
+        result = materialize_assets(ingested, [key(STREAM, "enrichment_responses"),
+                                               key(STREAM, "enriched_events"),
+                                               key(STREAM, "enrichment_dead_letters")],
+                                    resources=resources)
     assert result.success
-    settings = PlatformSettings.from_env()
+    settings = PlatformSettings.from_env().platform.streams[STREAM]
     enriched = spark.read.format("delta").load(settings.table_path("enriched_events"))
     dead = spark.read.format("delta").load(settings.table_path("enrichment_dead_letters"))
     assert enriched.count() > 0  # a wrong or missing token would make every call a 401

@@ -26,7 +26,7 @@ import pytest
 from jobs.generator import GeneratorConfig, generate
 from platform_defs.demo import recent_start
 from platform_defs.instance import ensure_instance_config
-from tests.dagster.conftest import Home, materialize_assets
+from tests.dagster.conftest import PIPELINE, STREAM, Home, key, materialize_assets, windowed
 
 pytestmark = [pytest.mark.browser, pytest.mark.spark]
 
@@ -78,18 +78,18 @@ def webserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark):
     dagster_home = tmp_path / "dagster_home"
     config = ensure_instance_config(dagster_home)
     config.write_text(config.read_text() + RUN_COORDINATOR)
-    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINE",
-                 "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):
+    for name in ("PLATFORM_WAREHOUSE", "PLATFORM_LANDING", "PLATFORM_PIPELINES",
+                 "PLATFORM_STREAMS", "PLATFORM_INGEST_CLOCK", "PLATFORM_TIME_ZONE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PLATFORM_HOME", str(home_path))
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     generate(GeneratorConfig(events=2000, keys=20, producers=2,
                              start_ms=int(datetime.fromisoformat(START).timestamp() * 1000)),
-             home_path / "landing")
+             home_path / "landing" / STREAM)
     home = Home(home_path, DagsterInstance.get())
-    assert materialize_assets(home, ["arrival_log", "quarantine"]).success
-    assert materialize_assets(home, ["window_results", "late_records", "late_data_metrics"],
-                              partition=FIRST_DAY).success
+    assert materialize_assets(home, [key(STREAM, "arrival_log"),
+                                     key(STREAM, "quarantine")]).success
+    assert materialize_assets(home, windowed(), partition=FIRST_DAY).success
 
     port = _free_port()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
@@ -138,13 +138,19 @@ def test_materialise_from_the_ui_then_read_plots_verdicts_and_late_records(chrom
             page = browser.new_page()
             page.set_default_timeout(30_000)
 
-            # the asset graph, filtered to the late-data metrics; the instance the demo
-            # writes shows no "join the community" dialog over it
+            # the catalog: the stream and every pipeline of the folder, a group each
+            page.goto(f"{webserver}/assets")
+            for group in ("events", "per_minute", "sessions", "sliding_5m"):
+                page.get_by_text(group, exact=True).first.wait_for()
+            _shot(page, "0-streams-and-pipelines")
+
+            # the asset graph, filtered to one pipeline's late-data metrics; the instance the
+            # demo writes shows no "join the community" dialog over it
             page.goto(f"{webserver}/asset-groups")
             page.locator(".CodeMirror").first.wait_for()
             assert page.get_by_role("dialog").count() == 0
             page.locator(".CodeMirror").first.click()
-            page.keyboard.type('key:"late_data_metrics"')
+            page.keyboard.type(f'key:"{PIPELINE}/late_data_metrics"')
             page.keyboard.press("Enter")
             page.get_by_text("late_data_metrics", exact=True).first.wait_for()
 
@@ -173,7 +179,8 @@ def test_materialise_from_the_ui_then_read_plots_verdicts_and_late_records(chrom
                 [(r.run_id, r.status) for r in runs]
 
             # the day's metadata: numbers, durations in human units, the late-records sample
-            page.goto(f"{webserver}/assets/late_data_metrics?view=partitions&partition={DAY}")
+            page.goto(f"{webserver}/assets/{PIPELINE}/late_data_metrics?view=partitions"
+                      f"&partition={DAY}")
             page.get_by_text("late_records_sample", exact=True).first.wait_for()
             body = page.inner_text("body")
             for name in ("dropped_late_rate", "late_within_lateness_rate", "lateness_p99_ms",
@@ -193,7 +200,7 @@ def test_materialise_from_the_ui_then_read_plots_verdicts_and_late_records(chrom
             page.keyboard.press("Escape")
 
             # the per-partition plot of the dropped rate has a point for each day
-            page.goto(f"{webserver}/assets/late_data_metrics")
+            page.goto(f"{webserver}/assets/{PIPELINE}/late_data_metrics")
             page.get_by_role("button", name="Plots").first.click()
             heading = page.get_by_text("dropped_late_rate", exact=True).first
             heading.wait_for()
@@ -205,7 +212,7 @@ def test_materialise_from_the_ui_then_read_plots_verdicts_and_late_records(chrom
             _shot(page, "3-partition-plots")
 
             # each day its own verdict: the partitioned check lists both days as passed
-            page.goto(f"{webserver}/assets/late_data_metrics?view=checks"
+            page.goto(f"{webserver}/assets/{PIPELINE}/late_data_metrics?view=checks"
                       "&checkDetail=dropped_late_rate")
             page.get_by_role("tab", name="Execution history").wait_for()  # the check's tabs
             page.get_by_role("tab", name="Partitions").last.click()  # the check's own

@@ -8,65 +8,84 @@ from dagster import AssetKey, Definitions, TableSchema
 
 from jobs import tables
 from jobs.days import final_flag, is_final, last_final_day
+from jobs.settings import PlatformSettings
 from platform_defs.definitions import defs
 
-TABLE_ASSETS = [tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS,
-                tables.LATE_RECORDS, tables.LATE_DATA_METRICS, "enrichment_responses",
-                "enriched_events", "enrichment_dead_letters", "late_data_metrics_batches",
-                tables.WINDOW_ASSIGNMENTS]
+PIPELINES = ("per_minute", "sessions", "sliding_5m")
+STREAM_TABLES = [tables.ARRIVAL_LOG, tables.QUARANTINE, "enrichment_responses",
+                 "enriched_events", "enrichment_dead_letters"]
+PIPELINE_TABLES = [tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS,
+                   tables.BATCH_METRICS]
+TABLE_ASSETS = ([f"events/{t}" for t in STREAM_TABLES]
+                + [f"{p}/{t}" for p in PIPELINES for t in PIPELINE_TABLES]
+                + ["sessions/window_assignments"])  # the one the operator library runs per key
 
 
-def test_definitions_load_and_validate():
+def test_every_pipeline_and_stream_of_the_folders_is_defined():
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
-    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {"landing_files",
-                                                                         *TABLE_ASSETS}
-    for name in ("windowed_outputs_job", "live_job", "live_pipes_job", "live_stream_job"):
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
+        "events/landing_files", *TABLE_ASSETS}
+    for name in ("live_job", "live_pipes_job", "live_stream_job",
+                 *(f"{p}_windowed_job" for p in PIPELINES)):
         assert defs.resolve_job_def(name) is not None
     assert defs.resolve_schedule_def("finality_schedule") is not None
     assert defs.resolve_sensor_def("landing_sensor") is not None
+    platform = PlatformSettings.from_env(check=False).platform
+    for pipeline in PIPELINES:  # a group each, its version as the assets' code version
+        for table in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+            node = graph.get(AssetKey([pipeline, table]))
+            assert node.group_name == pipeline
+            assert node.code_version == platform.pipelines[pipeline].version
+    assert graph.get(AssetKey(["events", tables.ARRIVAL_LOG])).group_name == "events"
 
 
 def test_every_table_has_description_owner_kinds_schema_and_path():
     graph = defs.resolve_asset_graph()
     for name in TABLE_ASSETS:
-        node = graph.get(AssetKey(name))
-        spec = node.to_asset_spec() if hasattr(node, "to_asset_spec") else None
+        node = graph.get(AssetKey(name.split("/")))
         assert node.description, name
         assert node.owners == ["team:data-platform"], name
         assert {"spark", "delta"} <= set(node.kinds), name
         schema = node.metadata["dagster/column_schema"]
         assert isinstance(schema, TableSchema) and len(schema.columns) >= 4, name
-        assert str(node.metadata["table_path"].value).endswith(name), name
-        assert node.group_name in {"ingest", "windows", "monitoring", "enrichment"}, name
-        del spec
-    results = graph.get(AssetKey(tables.WINDOW_RESULTS))
+        folder = "streams" if name.startswith("events/") else "pipelines"
+        assert str(node.metadata["table_path"].value).endswith(f"{folder}/{name}"), name
+        assert node.group_name in {"events", "enrichment", *PIPELINES}, name
+    results = graph.get(AssetKey(["per_minute", tables.WINDOW_RESULTS]))
     assert {c.name for c in results.metadata["dagster/column_schema"].columns} >= {
         "key", "window_start_ms", "pane_index", "timing", "is_last", "events", "value_sum"}
     assert results.freshness_policy is not None
-    arrival = graph.get(AssetKey(tables.ARRIVAL_LOG)).metadata["dagster/column_schema"]
+    sliding = graph.get(AssetKey(["sliding_5m", tables.WINDOW_RESULTS]))
+    assert "value_max" in {c.name for c in sliding.metadata["dagster/column_schema"].columns}
+    arrival = graph.get(AssetKey(["events", tables.ARRIVAL_LOG])).metadata[
+        "dagster/column_schema"]
     assert [c.name for c in arrival.columns] == tables.ARRIVAL_LOG_SCHEMA.fieldNames()
 
 
 def test_lineage_follows_the_data():
     graph = defs.resolve_asset_graph()
 
-    def parents(name: str) -> set[str]:
-        return {k.to_user_string() for k in graph.get(AssetKey(name)).parent_keys}
+    def parents(*key: str) -> set[str]:
+        return {k.to_user_string() for k in graph.get(AssetKey(list(key))).parent_keys}
 
-    assert parents(tables.ARRIVAL_LOG) == {"landing_files"}
-    assert parents(tables.WINDOW_RESULTS) == {tables.ARRIVAL_LOG}
-    assert parents(tables.LATE_DATA_METRICS) == {tables.ARRIVAL_LOG, tables.QUARANTINE}
-    assert parents("enriched_events") == {tables.ARRIVAL_LOG}
+    assert parents("events", tables.ARRIVAL_LOG) == {"events/landing_files"}
+    for pipeline in PIPELINES:  # every pipeline reads the one stream's log
+        assert parents(pipeline, tables.WINDOW_RESULTS) == {"events/arrival_log"}
+        assert parents(pipeline, tables.LATE_DATA_METRICS) == {"events/arrival_log",
+                                                               "events/quarantine"}
+    assert parents("events", "enriched_events") == {"events/arrival_log"}
 
 
-def test_checks_are_blocking_and_partitioned_like_the_metrics():
+def test_checks_are_blocking_and_partitioned_like_each_pipelines_metrics():
     graph = defs.resolve_asset_graph()
-    checks = {key.name: graph.get_check_spec(key) for key in graph.asset_check_keys}
-    assert set(checks) == {"dropped_late_rate", "quarantine_rate", "watermark_lag"}
-    metrics = graph.get(AssetKey(tables.LATE_DATA_METRICS))
-    for spec in checks.values():
-        assert spec.asset_key == AssetKey(tables.LATE_DATA_METRICS) and spec.blocking
+    checks = [graph.get_check_spec(key) for key in graph.asset_check_keys]
+    assert {(c.asset_key.path[0], c.name) for c in checks} == {
+        (p, name) for p in PIPELINES
+        for name in ("dropped_late_rate", "quarantine_rate", "watermark_lag")}
+    for spec in checks:
+        metrics = graph.get(spec.asset_key)
+        assert spec.asset_key.path[-1] == tables.LATE_DATA_METRICS and spec.blocking
         assert spec.partitions_def == metrics.partitions_def  # each day its own verdict
 
 
@@ -102,7 +121,8 @@ def test_the_demo_writes_recent_days_and_a_quiet_instance(tmp_path):
 def test_enrichment_follows_the_arrival_log_by_declarative_automation():
     graph = defs.resolve_asset_graph()
     for name in ("enrichment_responses", "enriched_events", "enrichment_dead_letters"):
-        assert graph.get(AssetKey(name)).automation_condition is not None, name
-    assert graph.get(AssetKey(tables.WINDOW_RESULTS)).automation_condition is None
+        assert graph.get(AssetKey(["events", name])).automation_condition is not None, name
+    assert graph.get(AssetKey(["per_minute", tables.WINDOW_RESULTS])).automation_condition \
+        is None
     sensor = defs.resolve_sensor_def("default_automation_condition_sensor")
     assert sensor.default_status.value == "STOPPED"  # nothing runs until turned on

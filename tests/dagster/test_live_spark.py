@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from dagster import AssetKey, AssetRecordsFilter
+from dagster import AssetRecordsFilter
 
 from jobs import tables
 from jobs.backfill import run_backfill
@@ -15,6 +15,7 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job
+from tests.dagster.conftest import PIPELINE, STREAM, key
 from tests.output_tables import output_tables
 
 pytestmark = pytest.mark.spark
@@ -27,8 +28,18 @@ def _engine(op: str) -> dict:
     return {"ops": {op: {"config": {"engine": "backfill"}}}}
 
 
+def _equal_a_backfill(spark, settings: PlatformSettings) -> None:
+    """Every pipeline's tables as its backfill of every day, from scratch, writes them."""
+    for pipeline in settings.platform.pipelines.values():
+        live = output_tables(spark, pipeline)
+        run_backfill(spark, pipeline, progress=lambda _: None)
+        backfilled = output_tables(spark, pipeline)
+        for name in WINDOWED:
+            pd.testing.assert_frame_equal(live[name], backfilled[name], check_like=True)
+
+
 def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
-    landing = home.path / "landing"
+    landing = home.path / "landing" / STREAM
     generate(GeneratorConfig(events=2000, keys=20, producers=2), landing)
     files = sorted(landing.glob("*/*.jsonl"), key=lambda p: p.name)
     held = home.path / "held"
@@ -42,9 +53,14 @@ def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
                                         run_config=_engine("live_increment"))
     assert first.success
     settings = PlatformSettings.from_env()
+    for name in settings.platform.pipelines:  # one run of the stream updated every pipeline
+        metrics = home.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key(name, tables.LATE_DATA_METRICS)), limit=100).records
+        assert metrics and all(r.asset_materialization.partition for r in metrics), name
+        assert all(r.asset_materialization.metadata["pipeline_version"].value ==
+                   settings.platform.pipelines[name].version for r in metrics)
     metrics = home.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(tables.LATE_DATA_METRICS)), limit=100).records
-    assert metrics and all(r.asset_materialization.partition for r in metrics)
+        AssetRecordsFilter(asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)), limit=100).records
     assert "dropped_late" in metrics[0].asset_materialization.metadata
     # the live days carry the late records a person reads, as backfilled days do
     assert any("late_records_sample" in r.asset_materialization.metadata for r in metrics)
@@ -57,18 +73,13 @@ def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
                                                run_config=_engine("live_increment_pipes"))
     assert second.success
     logs = [record.user_message for record in home.instance.all_logs(second.run_id)]
-    assert any("ingest: ingested batch 1" in m for m in logs)  # streamed from the subprocess
-    arrival = home.instance.get_latest_materialization_event(AssetKey(tables.ARRIVAL_LOG))
+    assert any("ingest events: ingested batch 1" in m for m in logs)  # from the subprocess
+    arrival = home.instance.get_latest_materialization_event(key(STREAM, tables.ARRIVAL_LOG))
     assert arrival.asset_materialization.metadata["batch_id"].value == 1
-    log = spark.read.format("delta").load(settings.table_path(tables.ARRIVAL_LOG))
+    log = spark.read.format("delta").load(settings.platform.streams[STREAM].arrival_log)
     assert log.count() == sum(1 for _ in log.toLocalIterator()) and \
         log.select("ingest_batch").distinct().count() == 2
-
-    live = output_tables(spark, settings)
-    run_backfill(spark, settings, progress=lambda _: None)  # every day, from scratch
-    backfilled = output_tables(spark, settings)
-    for name in WINDOWED:
-        pd.testing.assert_frame_equal(live[name], backfilled[name], check_like=True)
+    _equal_a_backfill(spark, settings)
 
 
 def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, spark):
@@ -81,7 +92,8 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
     from jobs.live import run_live
     from platform_defs.live_pipes import live_stream_job
 
-    generate(GeneratorConfig(events=1500, keys=15, producers=2), home.path / "landing")
+    generate(GeneratorConfig(events=1500, keys=15, producers=2),
+             home.path / "landing" / STREAM)
     result = live_stream_job.execute_in_process(
         instance=home.instance, resources=home.resources(),
         run_config={"ops": {"live_stream_pipes": {"config": {
@@ -90,25 +102,23 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
     assert result.success
     observed = home.instance.get_event_records(EventRecordsFilter(
         event_type=DagsterEventType.ASSET_OBSERVATION,
-        asset_key=AssetKey(tables.LATE_DATA_METRICS)))
+        asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)))
     assert len(observed) >= 1
     metadata = observed[-1].asset_observation.metadata
     for name in ("batch_id", "records", "on_time", "dropped_late", "dropped_late_rate",
-                 "lateness_p99_ms", "watermark_lag_max_ms"):
+                 "lateness_p99_ms", "watermark_lag_max_ms", "watermark_lag_max"):
         assert name in metadata, name
+    assert not metadata["watermark_lag_max"].value.isdigit()  # "2.3 s", not milliseconds
     assert sum(r.asset_observation.metadata["records"].value for r in observed) > 0
     checks = home.instance.get_event_records(EventRecordsFilter(
         event_type=DagsterEventType.ASSET_CHECK_EVALUATION))
     assert {r.event_log_entry.dagster_event.event_specific_data.check_name
             for r in checks} == {"dropped_late_rate", "quarantine_rate", "watermark_lag"}
-    days = home.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(tables.LATE_DATA_METRICS)), limit=100).records
-    assert days and all(r.asset_materialization.partition for r in days)
-
     settings = PlatformSettings.from_env()
-    run_live(spark, settings, progress=lambda _: None)  # same (default) checkpoint: the rest
-    live = output_tables(spark, settings)
-    run_backfill(spark, settings, progress=lambda _: None)
-    for name in WINDOWED:
-        pd.testing.assert_frame_equal(live[name], output_tables(spark, settings)[name],
-                                      check_like=True)
+    for name in settings.platform.pipelines:
+        days = home.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key(name, tables.LATE_DATA_METRICS)), limit=100).records
+        assert days and all(r.asset_materialization.partition for r in days), name
+
+    run_live(spark, settings.platform.streams[STREAM], progress=lambda _: None)  # the rest
+    _equal_a_backfill(spark, settings)

@@ -8,11 +8,11 @@ from dagster import AssetCheckSeverity
 
 from jobs.generator import GeneratorConfig, generate
 from platform_defs.monitoring import MonitoringResource
-from tests.dagster.conftest import materialize_assets
+from tests.dagster.conftest import STREAM, key, materialize_assets, windowed
 
 pytestmark = pytest.mark.spark
 
-WINDOWED = ["window_results", "late_records", "late_data_metrics"]
+WINDOWED = windowed()
 
 
 def _checks(result) -> dict:
@@ -23,8 +23,10 @@ def _checks(result) -> dict:
 
 def test_too_much_late_data_fails_the_checks(home, spark):
     generate(GeneratorConfig(events=2000, keys=20, producers=2, duration_ms=86_400_000,
-                             very_late_fraction=0.4, bad_fraction=0.2), home.path / "landing")
-    assert materialize_assets(home, ["arrival_log", "quarantine"]).success
+                             very_late_fraction=0.4, bad_fraction=0.2),
+             home.path / "landing" / STREAM)
+    assert materialize_assets(home, [key(STREAM, "arrival_log"),
+                                     key(STREAM, "quarantine")]).success
 
     # default thresholds: 40% dropped and 20% quarantined are errors, and errors block the run
     failed = materialize_assets(home, WINDOWED, partition="2026-01-01", raise_on_error=False)

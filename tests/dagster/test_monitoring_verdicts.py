@@ -5,11 +5,13 @@ beside the raw numbers; an empty day says so instead of showing zeros."""
 
 from __future__ import annotations
 
-from dagster import AssetCheckSeverity, MetadataValue
+from dagster import AssetCheckSeverity, AssetKey, MetadataValue
 
 from jobs.late_detail import DayLateness, bucket_labels, bucket_of, histograms
 from platform_defs.late_data_views import human_duration
 from platform_defs.monitoring import EMPTY_DAY, MonitoringResource, check_evaluations, day_metadata
+
+METRICS = AssetKey(["per_minute", "late_data_metrics"])
 
 
 def _day(day: str, *, dropped: int = 0, within: int = 0, quarantined: int = 0,
@@ -22,7 +24,7 @@ def _day(day: str, *, dropped: int = 0, within: int = 0, quarantined: int = 0,
 
 
 def _verdicts(rows: list[dict], thresholds: MonitoringResource) -> dict:
-    return {(e.partition, e.check_name): e for e in check_evaluations(rows, thresholds)}
+    return {(e.partition, e.check_name): e for e in check_evaluations(rows, thresholds, METRICS)}
 
 
 THRESHOLDS = MonitoringResource(dropped_rate_warn=0.05, dropped_rate_error=0.2,

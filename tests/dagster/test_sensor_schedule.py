@@ -18,7 +18,14 @@ from platform_defs.schedules import (
     days_to_finalise,
     finality_schedule,
 )
-from platform_defs.sensors import LandingCursor, finished_files, landing_sensor, scan
+from platform_defs.sensors import (
+    LandingCursor,
+    finished_files,
+    landing_sensor,
+    parse_cursors,
+    scan,
+)
+from tests.platform_home import PER_MINUTE, write_pipelines
 
 
 def _instance(home) -> DagsterInstance:
@@ -34,13 +41,20 @@ def _evaluate(home, cursor):
     return landing_sensor(context), context
 
 
+def _cursor(text: str) -> LandingCursor:
+    return parse_cursors(text)["events"]
+
+
 def test_sensor_requests_one_run_per_set_of_new_files(home):
-    landing = home.path / "landing"
+    landing = home.path / "landing" / "events"
     generate(GeneratorConfig(events=200, duration_ms=3_600_000), landing)
     result, _ = _evaluate(home.path, None)
     assert len(result.run_requests) == 1
     first_key, cursor = result.run_requests[0].run_key, result.cursor
-    assert first_key.startswith("landing-")
+    assert first_key.startswith("events-landing-")
+    # the run is the stream's: its ingest, then every pipeline reading it
+    assert result.run_requests[0].run_config == {
+        "ops": {"live_increment": {"config": {"stream": "events"}}}}
 
     again, context = _evaluate(home.path, cursor)  # nothing new: skip, cursor unchanged
     assert isinstance(again, SkipReason)
@@ -54,8 +68,8 @@ def test_sensor_requests_one_run_per_set_of_new_files(home):
     assert len(later.run_requests) == 1
     assert later.run_requests[0].run_key not in {first_key}
     stamp = new_file.stat().st_mtime_ns
-    assert f"producer-9/received-late.jsonl@{stamp}" in LandingCursor.parse(later.cursor).recent
-    assert LandingCursor.parse(later.cursor).newest_ns >= LandingCursor.parse(cursor).newest_ns
+    assert f"producer-9/received-late.jsonl@{stamp}" in _cursor(later.cursor).recent
+    assert _cursor(later.cursor).newest_ns >= _cursor(cursor).newest_ns
 
     # a re-evaluation from the old cursor (a retried tick) asks with the same run key again,
     # so Dagster launches it once
@@ -91,32 +105,57 @@ def test_a_half_written_file_launches_no_run_until_it_is_finished(tmp_path):
     assert new == ["p0/partial.jsonl"]
 
 
-def test_schedule_targets_the_days_that_just_became_final(home, monkeypatch):
+SESSIONS_2M = "source: events\nwindow: {type: session, gap: 1m}\nallowed_lateness: 2m\n"
+
+
+def _platform(home) -> PlatformResource:
+    """Two pipelines of different allowed lateness: per_minute (30 s) and sessions (2 min)."""
+    folder = write_pipelines(home.path.parent / "pipelines", {"per_minute": PER_MINUTE,
+                                                              "sessions": SESSIONS_2M})
+    return PlatformResource(home=str(home.path), pipelines=str(folder))
+
+
+def _schedule(platform: PlatformResource):
+    return finality_schedule(list(platform.settings().platform.pipelines.values()))
+
+
+def test_schedule_targets_each_pipelines_days_that_just_became_final(home, monkeypatch):
+    from dagster import AssetKey, AssetMaterialization
+
     from tests.dagster.delta_log_helpers import write_arrival_log_stats
 
     lateness = 30_000
     day_end = 1_767_312_000_000  # end of 2026-01-01 (UTC)
-    write_arrival_log_stats(home.path / "warehouse" / "arrival_log", day_end + lateness)
+    write_arrival_log_stats(home.path / "warehouse" / "streams" / "events" / "arrival_log",
+                            day_end + lateness)
     instance = _instance(home)
-    context = build_schedule_context(
-        instance=instance, resources={"platform": PlatformResource(home=str(home.path))})
-    requests = finality_schedule(context)
-    assert [(r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG])
-            for r in requests] == [("2026-01-01", "2026-01-01")]
+    platform = _platform(home)
+    context = build_schedule_context(instance=instance, resources={"platform": platform})
+    requests = _schedule(platform)(context)
+    # final for per_minute (30 s of lateness), not yet for sessions (2 min)
+    assert [(r.tags["platform/pipeline"], r.tags[ASSET_PARTITION_RANGE_START_TAG],
+             r.tags[ASSET_PARTITION_RANGE_END_TAG]) for r in requests] == [
+        ("per_minute", "2026-01-01", "2026-01-01")]
+    assert requests[0].asset_selection == [AssetKey(["per_minute", t]) for t in (
+        "window_results", "late_records", "late_data_metrics")]
+    later = day_end + 2 * 60_000
+    write_arrival_log_stats(home.path / "warehouse" / "streams" / "events" / "arrival_log",
+                            later)
+    requests = _schedule(platform)(context)
+    assert {r.tags["platform/pipeline"] for r in requests} == {"per_minute", "sessions"}
 
     # once 2026-01-01 is recorded final, only days that became final later are asked for
-    settings = PlatformResource(home=str(home.path)).settings()
-    from dagster import AssetMaterialization
-
+    pipeline = platform.settings().platform.pipelines["per_minute"]
+    metrics = AssetKey(["per_minute", "late_data_metrics"])
     instance.report_runless_asset_event(AssetMaterialization(
-        "late_data_metrics", partition="2026-01-01", metadata={"final": 1}))
-    assert days_to_finalise(instance, settings, day_end + lateness) == []
+        metrics, partition="2026-01-01", metadata={"final": 1}))
+    assert days_to_finalise(instance, pipeline, day_end + lateness) == []
     three_days_later = day_end + 3 * 86_400_000 + lateness
-    assert days_to_finalise(instance, settings, three_days_later) == [
+    assert days_to_finalise(instance, pipeline, three_days_later) == [
         date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
     instance.report_runless_asset_event(AssetMaterialization(
-        "late_data_metrics", partition="2026-01-03", metadata={"final": 0}))  # provisional
-    assert days_to_finalise(instance, settings, three_days_later, lookback_days=3) == [
+        metrics, partition="2026-01-03", metadata={"final": 0}))  # provisional
+    assert days_to_finalise(instance, pipeline, three_days_later, lookback_days=3) == [
         date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
     assert contiguous_ranges([date(2026, 1, 2), date(2026, 1, 4), date(2026, 1, 3),
                               date(2026, 1, 7)]) == [(date(2026, 1, 2), date(2026, 1, 4)),
@@ -130,12 +169,12 @@ def test_a_final_run_is_retried_by_dagster_run_retries(home):
     from platform_defs.schedules import MAX_RETRIES
     from tests.dagster.delta_log_helpers import write_arrival_log_stats
 
-    write_arrival_log_stats(home.path / "warehouse" / "arrival_log",
+    write_arrival_log_stats(home.path / "warehouse" / "streams" / "events" / "arrival_log",
                             1_767_312_000_000 + 30_000)
     instance = _instance(home)
-    context = build_schedule_context(
-        instance=instance, resources={"platform": PlatformResource(home=str(home.path))})
-    request = finality_schedule(context)[0]
+    platform = _platform(home)
+    context = build_schedule_context(instance=instance, resources={"platform": platform})
+    request = _schedule(platform)(context)[0]
     assert request.tags["dagster/max_retries"] == str(MAX_RETRIES) and MAX_RETRIES > 0
     assert request.tags["dagster/retry_strategy"] == "ALL_STEPS"
     assert INSTANCE_SETTINGS["run_retries"] == {"enabled": True}  # the demo's instance
@@ -143,7 +182,6 @@ def test_a_final_run_is_retried_by_dagster_run_retries(home):
 
 @pytest.mark.skipif(os.name != "posix", reason="paths")
 def test_schedule_skips_without_an_arrival_log(home):
-    context = build_schedule_context(
-        instance=_instance(home),
-        resources={"platform": PlatformResource(home=str(home.path))})
-    assert isinstance(finality_schedule(context), SkipReason)
+    platform = _platform(home)
+    context = build_schedule_context(instance=_instance(home), resources={"platform": platform})
+    assert isinstance(_schedule(platform)(context), SkipReason)

@@ -20,6 +20,7 @@ from jobs import tables
 from jobs.ingest import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest, parsing
 from jobs.ingest.parsing import ParsedEvent, Rejection, parse_line
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from tests.depth import examples
 
 REASONS = {parsing.MALFORMED_JSON, parsing.NOT_AN_OBJECT, parsing.LINE_TOO_LONG,
@@ -150,13 +151,14 @@ def test_a_file_of_every_bad_kind_is_fully_accounted_for(spark, tmp_path):
     good = [_good(i) for i in range(300)]
     bad = [_garbage(rng, i) for i in range(190)]
 
-    def land(home: Path, lines: list[bytes]) -> PlatformSettings:
-        settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
-        folder = settings.landing_dir / "producer-0"
+    def land(home: Path, lines: list[bytes]) -> Stream:
+        stream = PlatformSettings.from_env({"PLATFORM_HOME": str(home)}).platform \
+            .streams["events"]
+        folder = stream.landing_dir / "producer-0"
         folder.mkdir(parents=True)
         (folder / "batch.jsonl").write_bytes(b"\n".join(lines) + b"\n\n")
-        ingest(spark, settings, progress=lambda _: None)
-        return settings
+        ingest(spark, stream, progress=lambda _: None)
+        return stream
 
     mixed = list(good)
     for line in bad:
@@ -183,7 +185,8 @@ def test_a_file_of_every_bad_kind_is_fully_accounted_for(spark, tmp_path):
 
 @pytest.mark.spark
 def test_duplicate_empty_and_half_written_files(spark, tmp_path):
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "platform")})
+    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "platform")}) \
+        .platform.streams["events"]
     folder = settings.landing_dir / "producer-0"
     folder.mkdir(parents=True)
     content = b"\n".join(_good(i) for i in range(20)) + b"\n"

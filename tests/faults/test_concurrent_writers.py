@@ -14,8 +14,7 @@ import pytest
 from jobs import delta_io
 from jobs.backfill import run_backfill
 from jobs.live import run_live
-from jobs.settings import PlatformSettings
-from tests.faults.helpers import QUIET, SESSIONS, copy_log
+from tests.faults.helpers import QUIET, SESSIONS, copy_log, pipelines_of
 from tests.output_tables import assert_same, output_tables
 
 pytestmark = pytest.mark.spark
@@ -24,9 +23,9 @@ pytestmark = pytest.mark.spark
 @pytest.mark.parametrize("pipeline", [SESSIONS], ids=["sessions"])
 def test_backfills_while_the_live_stream_runs_end_as_one_clean_backfill(
         spark, source, tmp_path, monkeypatch, pipeline):
-    clean_env = copy_log(source, tmp_path / "clean", pipeline)
-    run_backfill(spark, PlatformSettings.from_env(clean_env), **QUIET)
-    expected = output_tables(spark, PlatformSettings.from_env(clean_env))
+    clean = pipelines_of(copy_log(source, tmp_path / "clean", {"sessions": pipeline}))
+    run_backfill(spark, clean["sessions"], **QUIET)
+    expected = output_tables(spark, clean["sessions"])
 
     conflicts = []
     original = delta_io.is_conflict
@@ -38,12 +37,13 @@ def test_backfills_while_the_live_stream_runs_end_as_one_clean_backfill(
         return found
 
     monkeypatch.setattr(delta_io, "is_conflict", counting)
-    settings = PlatformSettings.from_env(copy_log(source, tmp_path / "shared", pipeline))
+    shared = pipelines_of(copy_log(source, tmp_path / "shared", {"sessions": pipeline}))
+    settings = shared["sessions"]
     failure: list[BaseException] = []
 
     def live() -> None:
         try:
-            run_live(spark, settings, max_files_per_trigger=1, **QUIET)
+            run_live(spark, settings.stream, max_files_per_trigger=1, **QUIET)
         except BaseException as error:  # reported below, not lost in the thread
             failure.append(error)
 
@@ -66,9 +66,8 @@ def test_backfills_while_the_live_stream_runs_end_as_one_clean_backfill(
     assert_same(expected, output_tables(spark, settings))
 
 
-@pytest.mark.parametrize("pipeline", [None], ids=["tumbling"])
 def test_records_ingested_during_a_backfill_are_not_erased_by_it(
-        spark, source, tmp_path, monkeypatch, pipeline):
+        spark, source, tmp_path, monkeypatch):
     """Ingest appends to the log while a backfill computes from its older snapshot (the live
     job may then write rows from the new records, which the backfill's replacement would
     erase for good). The backfill notices and computes its range again: the end state is a
@@ -78,13 +77,14 @@ def test_records_ingested_during_a_backfill_are_not_erased_by_it(
 
     from jobs import backfill, tables
 
-    clean_env = copy_log(source, tmp_path / "clean", pipeline)
-    run_backfill(spark, PlatformSettings.from_env(clean_env), **QUIET)
-    expected = output_tables(spark, PlatformSettings.from_env(clean_env))
+    clean = pipelines_of(copy_log(source, tmp_path / "clean"))["per_minute"]
+    run_backfill(spark, clean, **QUIET)
+    expected = output_tables(spark, clean)
 
-    settings = PlatformSettings.from_env(copy_log(source, tmp_path / "racing", pipeline))
+    settings = pipelines_of(copy_log(source, tmp_path / "racing"))["per_minute"]
     log_path = settings.table_path(tables.ARRIVAL_LOG)
-    full = spark.read.format("delta").load(source.table_path(tables.ARRIVAL_LOG))
+    full = spark.read.format("delta").load(
+        source.platform.streams["events"].table_path(tables.ARRIVAL_LOG))
     cut = int(full.agg(F.max("arrival_seq")).first()[0] * 0.75)
     DeltaTable.forPath(spark, log_path).delete(F.col("arrival_seq") > cut)  # an older log
     late_arrivals = full.where(F.col("arrival_seq") > cut).localCheckpoint()

@@ -17,29 +17,42 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _pipeline(tmp_path: Path, text: str) -> dict[str, str]:
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(text, encoding="utf-8")
-    return {"PLATFORM_HOME": str(tmp_path / "home"), "PLATFORM_PIPELINE": str(path)}
+    """A home whose one pipeline is ``text`` (reading the project's stream)."""
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text("source: events\n" + text, encoding="utf-8")
+    return {"PLATFORM_HOME": str(tmp_path / "home"), "PLATFORM_PIPELINES": str(folder)}
 
 
-WATERMARK = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
+def _stream(tmp_path: Path, watermark: str) -> dict[str, str]:
+    """A home whose one stream, events, has this watermark section."""
+    folder = tmp_path / "streams"
+    folder.mkdir()
+    (folder / "events.yaml").write_text(f"watermark: {watermark}\n", encoding="utf-8")
+    return {"PLATFORM_HOME": str(tmp_path / "home"), "PLATFORM_STREAMS": str(folder)}
 
 
 @pytest.mark.parametrize(("text", "named"), [
-    (WATERMARK + "window: {type: tumbling, size: 0}\n", "window.size"),
-    (WATERMARK + "window: {type: tumbling, size: ten minutes}\n", "window.size"),
-    (WATERMARK + "window: {type: sliding, size: 1m, slide: 5m}\n", "window.slide"),
-    ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: -5s}\n"
-     "window: {type: tumbling, size: 1m}\n", "watermark.max_out_of_orderness"),
-    ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, "
-     "idle_timeout: 0}\nwindow: {type: tumbling, size: 1m}\n", "watermark.idle_timeout"),
-    (WATERMARK + "window: {type: session}\n", "window.gap"),
-    (WATERMARK + "window: {type: tumbling, size: 1m}\nallowed_lateness: soon\n",
-     "allowed_lateness"),
+    ("window: {type: tumbling, size: 0}\n", "window.size"),
+    ("window: {type: tumbling, size: ten minutes}\n", "window.size"),
+    ("window: {type: sliding, size: 1m, slide: 5m}\n", "window.slide"),
+    ("window: {type: session}\n", "window.gap"),
+    ("window: {type: tumbling, size: 1m}\nallowed_lateness: soon\n", "allowed_lateness"),
 ])
 def test_a_wrong_pipeline_setting_is_named(tmp_path, text, named):
-    with pytest.raises(SettingsError, match=named.replace(".", r"\.")):
+    with pytest.raises(SettingsError, match=r"bad\.yaml: .*" + named.replace(".", r"\.")):
         PlatformSettings.from_env(_pipeline(tmp_path, text))
+
+
+@pytest.mark.parametrize(("watermark", "named"), [
+    ("{strategy: bounded_out_of_orderness, max_out_of_orderness: -5s}",
+     "watermark.max_out_of_orderness"),
+    ("{strategy: bounded_out_of_orderness, max_out_of_orderness: 5s, idle_timeout: 0}",
+     "watermark.idle_timeout"),
+])
+def test_a_wrong_stream_setting_is_named(tmp_path, watermark, named):
+    with pytest.raises(SettingsError, match=r"events\.yaml: .*" + named.replace(".", r"\.")):
+        PlatformSettings.from_env(_stream(tmp_path, watermark))
 
 
 def test_wrong_paths_are_named(tmp_path):

@@ -20,9 +20,9 @@ import pytest
 
 from jobs.backfill import run_backfill
 from jobs.live import run_live
-from jobs.settings import PlatformSettings
-from tests.faults.helpers import KILLS, QUIET, SESSIONS, copy_log
+from tests.faults.helpers import KILLS, QUIET, SESSIONS, copy_log, pipelines_of
 from tests.output_tables import assert_same, output_tables
+from tests.platform_home import PER_MINUTE
 
 pytestmark = pytest.mark.spark
 
@@ -78,52 +78,57 @@ def _kill_repeatedly(args: list[str], env: dict, log: Path,
 
 def test_the_live_stream_killed_again_and_again_loses_and_doubles_nothing(spark, source,
                                                                          tmp_path):
-    """Tumbling windows (vectorised metrics, one MERGE of panes per batch); with
-    ``FAULT_LIVE_PIPELINE=sessions`` the keyed pipeline (per-key snapshots in RocksDB, four
-    writes per batch), as the closing notes' longer runs did."""
-    pipeline = SESSIONS if os.environ.get("FAULT_LIVE_PIPELINE") == "sessions" else None
-    expected_env = copy_log(source, tmp_path / "backfill", pipeline)
-    run_backfill(spark, PlatformSettings.from_env(expected_env), **QUIET)
-    expected = output_tables(spark, PlatformSettings.from_env(expected_env))
+    """Two pipelines in one live job, tumbling windows (vectorised metrics, one MERGE of
+    panes per batch) and sessions (per-key snapshots in RocksDB, four writes per batch): a
+    kill lands in a micro-batch that writes both pipelines' tables, and neither may lose or
+    double a row."""
+    pipelines = {"per_minute": PER_MINUTE, "sessions": SESSIONS}
+    expected_env = copy_log(source, tmp_path / "backfill", pipelines)
+    expected = {}
+    for name, pipeline in pipelines_of(expected_env).items():
+        run_backfill(spark, pipeline, **QUIET)
+        expected[name] = output_tables(spark, pipeline)
 
-    env = copy_log(source, tmp_path / "live", pipeline)
+    env = copy_log(source, tmp_path / "live", pipelines)
 
     def when(rng: random.Random) -> tuple[str, int, float]:
         # during start-up, or at a random moment after the n-th micro-batch was written (most
         # land inside the next batch: its state-store commit, a Delta write, the checkpoint)
         after_batches = rng.choice([0, 1, 1, 2])
-        return "live: batch ", after_batches, (rng.uniform(2, 12) if after_batches == 0
-                                               else rng.uniform(0, 4))
+        return "live events: batch ", after_batches, (rng.uniform(2, 12) if after_batches == 0
+                                                      else rng.uniform(0, 4))
 
     kills = _kill_repeatedly(["live", "--trigger", "1 second", "--max-files-per-trigger", "1"],
                              env, tmp_path / "live.log", when)
     print(f"{len(kills)} kills (batches written before each, seconds after): "
           f"{[(count, delay) for _, count, delay in kills]}")
-    settings = PlatformSettings.from_env(env)
-    run_live(spark, settings, **QUIET)  # resumes from the same checkpoint, to the end
-    assert_same(expected, output_tables(spark, settings))
+    live = pipelines_of(env)
+    run_live(spark, live["per_minute"].stream, **QUIET)  # resumes from the checkpoint
+    for name, pipeline in live.items():
+        assert_same(expected[name], output_tables(spark, pipeline))
     assert len(kills) >= KILLS - 1  # the stream may, rarely, finish before the last one
 
 
 def test_a_backfill_killed_mid_write_and_run_again_is_exact(spark, source, tmp_path):
     """Session windows: the keyed backfill writes four tables (assignments first), so a kill
     can fall between any two of them, or inside one."""
-    expected_env = copy_log(source, tmp_path / "clean", SESSIONS)
-    run_backfill(spark, PlatformSettings.from_env(expected_env), **QUIET)
-    expected = output_tables(spark, PlatformSettings.from_env(expected_env))
+    pipelines = {"sessions": SESSIONS}
+    expected_env = copy_log(source, tmp_path / "clean", pipelines)
+    run_backfill(spark, pipelines_of(expected_env)["sessions"], **QUIET)
+    expected = output_tables(spark, pipelines_of(expected_env)["sessions"])
 
-    env = copy_log(source, tmp_path / "killed", SESSIONS)
+    env = copy_log(source, tmp_path / "killed", pipelines)
 
     def when(rng: random.Random) -> tuple[str, int, float]:
         # while computing (before any table is written), or right after the n-th table
         # written, inside the next one's write
-        marker, count = rng.choice([("windows: computing", 1), ("windows: wrote", 1),
-                                    ("windows: wrote", 2), ("windows: wrote", 3)])
+        marker, count = rng.choice([("sessions: computing", 1), ("sessions: wrote", 1),
+                                    ("sessions: wrote", 2), ("sessions: wrote", 3)])
         return marker, count, rng.uniform(0, 3)
 
     kills = _kill_repeatedly(["backfill"], env, tmp_path / "backfill.log", when)
     print(f"{len(kills)} kills of the backfill (after, times, seconds): "
           f"{[(marker.split(': ')[1], count, delay) for marker, count, delay in kills]}")
-    settings = PlatformSettings.from_env(env)
-    run_backfill(spark, settings, **QUIET)
-    assert_same(expected, output_tables(spark, settings))
+    pipeline = pipelines_of(env)["sessions"]
+    run_backfill(spark, pipeline, **QUIET)
+    assert_same(expected, output_tables(spark, pipeline))

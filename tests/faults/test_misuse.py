@@ -28,12 +28,15 @@ from jobs.checks import check_partition_range
 from jobs.generator import GeneratorConfig, generate
 from jobs.progress import heartbeat
 from jobs.settings import PlatformSettings, SettingsError
+from jobs.streams import Stream
 from tests.faults.helpers import SESSIONS
+from tests.platform_home import PER_MINUTE, platform_env
 
 REPO = Path(__file__).resolve().parents[2]
-WATERMARK = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 5s}\n"
-TABLES = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
-          tables.LATE_DATA_METRICS)
+TUMBLING = "source: events\nwindow: {type: tumbling, size: 1m}\n"
+TABLES = ("streams/events/arrival_log", "streams/events/quarantine",
+          *(f"pipelines/{p}/{t}" for p in ("per_minute", "sessions", "sliding_5m")
+            for t in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)))
 
 
 pytestmark = pytest.mark.cli  # drives the commands as processes (README, "Tests")
@@ -93,10 +96,16 @@ def _file(tmp_path: Path, name: str, text: str = "") -> str:
     return str(path)
 
 
-def _folder(tmp_path: Path, name: str) -> str:
+def _folder(tmp_path: Path, name: str, files: dict[str, str] | None = None) -> str:
     path = tmp_path / name
     path.mkdir()
+    for file, text in (files or {}).items():
+        (path / file).write_text(text, encoding="utf-8")
     return str(path)
+
+
+def _events(env: dict[str, str]) -> Stream:
+    return PlatformSettings.from_env(env).platform.streams["events"]
 
 
 CASES = {
@@ -105,15 +114,75 @@ CASES = {
                        ["--from/--to", "2026-01-05 is after 2026-01-02"]),
     "month 13": (["backfill", "--from", "2026-13-01"], {}, ["--from", "'2026-13-01'"]),
     "missing landing folder": (["ingest"], {"PLATFORM_LANDING": "{tmp}/no_such_landing"},
-                               ["PLATFORM_LANDING", "does not exist"]),
+                               ["landing folder of stream events (PLATFORM_LANDING/events)",
+                                "no_such_landing/events) does not exist"]),
     "tumbling window with a slide": (
-        ["ingest"], {"PLATFORM_PIPELINE": ("file", "p.yaml", WATERMARK
-                                           + "window: {type: tumbling, size: 1m, slide: 30s}\n")},
-        ["PLATFORM_PIPELINE", "window.slide does not belong to a tumbling window"]),
+        ["ingest"], {"PLATFORM_PIPELINES": ("dir", "p", {
+            "p.yaml": "source: events\nwindow: {type: tumbling, size: 1m, slide: 30s}\n"})},
+        ["p.yaml: window.slide does not belong to a tumbling window"]),
     "YAML syntax error": (
-        ["backfill"], {"PLATFORM_PIPELINE": ("file", "p.yaml", "watermark: {strategy: x\n"
-                                                               "window: [\n")},
-        ["PLATFORM_PIPELINE", "p.yaml:2:7: not valid YAML"]),
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {"p.yaml": "source: {x\n"
+                                                                      "window: [\n"})},
+        ["p.yaml:2:7: not valid YAML"]),
+    # the pipelines and streams folders
+    "two pipelines whose names differ only in case": (
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {"counts.yaml": TUMBLING,
+                                                           "Counts.yaml": TUMBLING})},
+        ["Counts.yaml and", "counts.yaml: two pipelines with names that differ only in case"]),
+    "two files of one name": (
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {"counts.yaml": TUMBLING,
+                                                           "counts.json": "{}"})},
+        ["counts.json and", "counts.yaml: two pipelines with the same name"]),
+    "a name that is not an identifier": (
+        ["live"], {"PLATFORM_PIPELINES": ("dir", "p", {"per-minute.yaml": TUMBLING})},
+        ["per-minute.yaml: 'per-minute' is not a pipeline name", "e.g. per_minute.yaml"]),
+    "a pipeline of an unknown stream": (
+        ["ingest"], {"PLATFORM_PIPELINES": ("dir", "p", {
+            "counts.yaml": TUMBLING.replace("events", "clicks")})},
+        ["counts.yaml: source: no stream 'clicks' in PLATFORM_STREAMS", "there are: events"]),
+    "a pipeline without its stream": (
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {
+            "counts.yaml": "window: {type: tumbling, size: 1m}\n"})},
+        ["counts.yaml: source is required: the stream this pipeline reads (one of: events)"]),
+    "a pipeline with its own watermark strategy": (
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {
+            "counts.yaml": TUMBLING + "watermark: {strategy: monotonous}\n"})},
+        ["counts.yaml: watermark: the watermark strategy belongs to the stream",
+         "streams/events.yaml"]),
+    "a processing-time trigger": (
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {
+            "counts.yaml": TUMBLING + "trigger: {type: processing_time}\n"})},
+        ["counts.yaml: trigger.type 'processing_time': processing-time triggers run in the "
+         "eventtime-replay command only"]),
+    "a pipeline named like a stream": (
+        ["backfill"], {"PLATFORM_PIPELINES": ("dir", "p", {"events.yaml": TUMBLING})},
+        ["events.yaml: a pipeline may not have the name of a stream"]),
+    "an empty pipelines folder": (
+        ["live"], {"PLATFORM_PIPELINES": ("dir", "p", {"notes.txt": "not a pipeline"})},
+        ["PLATFORM_PIPELINES", "holds no pipeline description"]),
+    "a missing pipelines folder": (["backfill"], {"PLATFORM_PIPELINES": "{tmp}/pipelines"},
+                                   ["PLATFORM_PIPELINES", "pipelines) does not exist"]),
+    "the pipelines folder is a file": (["ingest"], {"PLATFORM_PIPELINES": ("file", "p.yaml")},
+                                       ["PLATFORM_PIPELINES", "is a file, not a folder"]),
+    "a stream without its watermark": (
+        ["ingest"], {"PLATFORM_STREAMS": ("dir", "s", {"events.yaml": "kind: landing\n"})},
+        ["events.yaml: watermark: is required"]),
+    "a stream of an unknown kind": (
+        ["ingest"], {"PLATFORM_STREAMS": ("dir", "s", {
+            "events.yaml": "kind: kafka\nwatermark: {strategy: monotonous}\n"})},
+        ["events.yaml: kind: Input should be 'landing'"]),
+    "a stream whose landing is relative": (
+        ["ingest"], {"PLATFORM_STREAMS": ("dir", "s", {
+            "events.yaml": "landing: here\nwatermark: {strategy: monotonous}\n"})},
+        ["events.yaml: landing: must be an absolute folder or a URI"]),
+    "an unknown pipeline": (["backfill", "--pipeline", "per_hour"], {},
+                            ["--pipeline per_hour: no such pipeline", "there are: per_minute, "
+                             "sessions, sliding_5m"]),
+    "an unknown stream": (["ingest", "--stream", "clicks"], {},
+                          ["--stream clicks: no such stream; there are: events"]),
+    "the old single-pipeline setting": (["ingest"], {"PLATFORM_PIPELINE": "{tmp}/p.yaml"},
+                                        ["PLATFORM_PIPELINE is not a setting; did you mean "
+                                         "PLATFORM_PIPELINES?"]),
     # wrong types and values in environment variables
     "shuffle partitions not a number": (["ingest"], {"PLATFORM_SHUFFLE_PARTITIONS": "many"},
                                         ["PLATFORM_SHUFFLE_PARTITIONS", "'many'"]),
@@ -141,16 +210,13 @@ CASES = {
                           ["PLATFORM_WAREHOUS is not a setting; did you mean "
                            "PLATFORM_WAREHOUSE?"]),
     # paths
-    "pipeline file is a directory": (["ingest"], {"PLATFORM_PIPELINE": ("dir", "pipeline")},
-                                     ["PLATFORM_PIPELINE", "is a directory"]),
-    "pipeline file missing": (["backfill"], {"PLATFORM_PIPELINE": "{tmp}/pipeline.yml"},
-                              ["PLATFORM_PIPELINE", "pipeline.yml"]),
     "landing in an object store that does not answer": (
         ["ingest"], {"PLATFORM_LANDING": "s3a://platform-landing/in",
                      "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ALLOW_HTTP": "true",
                      "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
                      "AWS_REGION": "us-east-1"},
-        ["PLATFORM_LANDING (s3a://platform-landing/in) cannot be read", "Could not connect"]),
+        ["(PLATFORM_LANDING/events) (s3a://platform-landing/in/events) cannot be read",
+         "Could not connect"]),
     "landing folder is a file": (["ingest"], {"PLATFORM_LANDING": ("file", "landing")},
                                  ["PLATFORM_LANDING", "is a file, not a folder"]),
     "home is a file": (["ingest"], {"PLATFORM_HOME": ("file", "home-file")},
@@ -164,10 +230,10 @@ CASES = {
                                      ["PLATFORM_LANDING", "must not be inside"]),
     # the order of things
     "backfill before any ingest": (["backfill"], {},
-                                   ["PLATFORM_WAREHOUSE", "no arrival log yet",
+                                   ["stream events has no arrival log in PLATFORM_WAREHOUSE",
                                     "python -m jobs ingest"]),
     "live --no-ingest before any ingest": (["live", "--no-ingest"], {},
-                                           ["PLATFORM_WAREHOUSE", "no arrival log yet"]),
+                                           ["stream events has no arrival log"]),
     # arguments
     "negative duration": (["live", "--trigger", "2 seconds", "--duration", "-5"], {},
                           ["--duration must be 0 (never stop) or more"]),
@@ -183,9 +249,9 @@ def test_a_mistake_is_named_in_one_line_before_anything_is_touched(tmp_path, cas
     args, variables, named = CASES[case]
     env = {"PLATFORM_HOME": str(tmp_path / "home")}
     for variable, value in variables.items():
-        if isinstance(value, tuple):  # ("file", name, text) or ("dir", name)
+        if isinstance(value, tuple):  # ("file", name, text) or ("dir", name, files)
             value = _file(tmp_path, *value[1:]) if value[0] == "file" \
-                else _folder(tmp_path, value[1])
+                else _folder(tmp_path, *value[1:])
         env[variable] = value.replace("{tmp}", str(tmp_path))
     started = time.monotonic()
     result = _cli(args, env)
@@ -200,11 +266,12 @@ def test_a_dagster_ingest_with_a_missing_landing_folder_fails_naming_it(tmp_path
     the command line's message."""
     from dagster import materialize
 
-    from platform_defs.assets import ingest_landing
     from platform_defs.resources import DeltaSparkResource, PlatformResource
+    from platform_defs.stream_assets import stream_assets
 
     home = tmp_path / "home"
     monkeypatch.setenv("PLATFORM_HOME", str(home))
+    _, ingest_landing = stream_assets(_events({"PLATFORM_HOME": str(home)}))
     result = materialize([ingest_landing], raise_on_error=False,
                          resources={"platform": PlatformResource(),
                                     "spark": DeltaSparkResource()})
@@ -212,9 +279,10 @@ def test_a_dagster_ingest_with_a_missing_landing_folder_fails_naming_it(tmp_path
     failures = [event for event in result.all_events if event.event_type_value ==
                 "STEP_FAILURE"]
     message = failures[0].step_failure_data.error.cause.message.strip()
-    assert message.startswith(f"jobs.settings.SettingsError: PLATFORM_LANDING "
-                              f"({home / 'landing'}) does not exist")
-    assert not (home / "warehouse" / "arrival_log").exists()
+    assert message.startswith(f"jobs.settings.SettingsError: the landing folder of stream "
+                              f"events (PLATFORM_LANDING/events) ({home / 'landing' / 'events'})"
+                              " does not exist")
+    assert not (home / "warehouse" / "streams" / "events" / "arrival_log").exists()
 
 
 def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tmp_path,
@@ -224,8 +292,8 @@ def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tm
     the message the command line gives for ``--from 2026-01-05 --to 2026-01-02``."""
     from dagster import materialize
 
-    from platform_defs.assets import windowed_outputs
     from platform_defs.monitoring import MonitoringResource
+    from platform_defs.pipeline_assets import pipeline_assets
     from platform_defs.resources import DeltaSparkResource, PlatformResource
     from platform_defs.schedules import (
         ASSET_PARTITION_RANGE_END_TAG,
@@ -236,6 +304,8 @@ def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tm
     monkeypatch.setenv("PLATFORM_HOME", str(home))
     resources = {"platform": PlatformResource(), "spark": DeltaSparkResource(),
                  "monitoring_thresholds": MonitoringResource()}
+    per_minute = PlatformSettings.from_env().platform.pipelines["per_minute"]
+    windowed_outputs = pipeline_assets(per_minute)[0]
 
     def run(first: str, last: str) -> str:
         result = materialize([windowed_outputs], resources=resources, raise_on_error=False,
@@ -291,11 +361,11 @@ def interrupted(tmp_path_factory) -> dict:
     """A user lands 40,000 lines, starts ``python -m jobs ingest`` and presses Ctrl-C while it
     runs (SIGINT to the process group, as a terminal sends it), once the batch is planned."""
     home = tmp_path_factory.mktemp("misuse") / "home"
-    landing = home / "landing"
+    landing = home / "landing" / "events"
     generate(GeneratorConfig(events=40_000, keys=40, producers=3, seed=17), landing)
     env = {"PLATFORM_HOME": str(home)}
     process = _cli(["ingest"], env, background=True)
-    plans = home / "warehouse" / "_ingest" / "plans"
+    plans = home / "warehouse" / "streams" / "events" / "_ingest" / "plans"
     deadline = time.monotonic() + 90
     while process.poll() is None and time.monotonic() < deadline:
         if plans.is_dir() and any(plans.iterdir()):
@@ -314,7 +384,7 @@ def ingested(interrupted) -> dict:
 
     settings = PlatformSettings.from_env(interrupted["env"])
     said: list[str] = []
-    report = ingest(None, settings, progress=said.append)
+    report = ingest(None, settings.platform.streams["events"], progress=said.append)
     return {**interrupted, "settings": settings, "rerun": said, "report": report}
 
 
@@ -324,8 +394,8 @@ def test_ctrl_c_during_ingest_then_a_rerun_loses_and_doubles_nothing(ingested):
     assert last.startswith("ingest: interrupted; nothing committed is lost"), last
     assert "Traceback" not in ingested["stderr"]
     assert any("was planned but not committed" in line for line in ingested["rerun"])
-    log = DeltaTable(ingested["settings"].table_path(tables.ARRIVAL_LOG)).to_pyarrow_table()
-    quarantine = _rows(ingested["settings"].warehouse)[tables.QUARANTINE]
+    log = DeltaTable(_events(ingested["env"]).arrival_log).to_pyarrow_table()
+    quarantine = _rows(ingested["settings"].warehouse)["streams/events/quarantine"]
     assert log.num_rows + quarantine == ingested["lines"]  # every line, exactly once
     assert sorted(log.column("arrival_seq").to_pylist()) == list(range(log.num_rows))
 
@@ -334,7 +404,7 @@ def test_ingest_with_nothing_new_says_so_and_writes_nothing(ingested):
     before = _rows(ingested["settings"].warehouse)
     result = _cli(["ingest"], ingested["env"])
     assert (result.returncode, result.stdout, result.stderr) == \
-        (0, "ingest: no new landing files\n", "")
+        (0, "ingest events: no new landing files\n", "")
     assert _rows(ingested["settings"].warehouse) == before
 
 
@@ -344,50 +414,54 @@ def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, t
     from jobs.ingest import ingest
 
     home = tmp_path / "home"
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home)})
+    env = platform_env(home, {"per_minute": PER_MINUTE})
+    pipeline = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
     # two days of events, none bad: nothing is quarantined on the day after them
     generate(GeneratorConfig(events=3_000, keys=10, producers=2, seed=5, bad_fraction=0.0),
-             settings.landing)
+             pipeline.stream.landing)
     said: list[str] = []
-    ingest(None, settings, progress=said.append)
-    day = run_backfill(spark, settings, "2026-01-01", "2026-01-01", progress=said.append)
-    results = DeltaTable(settings.table_path(tables.WINDOW_RESULTS)).to_pyarrow_table()
-    late = DeltaTable(settings.table_path(tables.LATE_RECORDS)).to_pyarrow_table()
+    ingest(None, pipeline.stream, progress=said.append)
+    day = run_backfill(spark, pipeline, "2026-01-01", "2026-01-01", progress=said.append)
+    results = DeltaTable(pipeline.table_path(tables.WINDOW_RESULTS)).to_pyarrow_table()
+    late = DeltaTable(pipeline.table_path(tables.LATE_RECORDS)).to_pyarrow_table()
     assert (day.results, day.late) == (results.num_rows, late.num_rows) and day.results > 0
-    assert said[-1] == (f"backfill 2026-01-01..2026-01-01: wrote {results.num_rows} result "
-                        f"rows, {late.num_rows} late records, 1 days of metrics")
-    before = _rows(settings.warehouse)
+    assert said[-1] == (f"backfill per_minute 2026-01-01..2026-01-01: wrote {results.num_rows} "
+                        f"result rows, {late.num_rows} late records, 1 days of metrics")
+    warehouse = pipeline.settings.warehouse
+    before = _rows(warehouse)
 
     # the day after the data: within reach of its windows, so Spark computes it, finds
     # nothing, replaces nothing and commits nothing; the summary used to read the previous
     # commit (the day above) and report its rows as this run's
     said.clear()
-    after = run_backfill(spark, settings, "2026-01-03", "2026-01-03", progress=said.append)
-    assert "windows: computing partitions 2026-01-03 .. 2026-01-03" in said  # Spark's path
-    assert said[-1] == "backfill: nothing to do for 2026-01-03..2026-01-03 (no arrivals in range)"
+    after = run_backfill(spark, pipeline, "2026-01-03", "2026-01-03", progress=said.append)
+    assert "per_minute: computing partitions 2026-01-03 .. 2026-01-03" in said  # Spark's path
+    assert said[-1] == ("backfill per_minute: nothing to do for 2026-01-03..2026-01-03 (no "
+                        "arrivals in range)")
     assert (after.results, after.late) == (0, 0)
-    assert _rows(settings.warehouse) == before
+    assert _rows(warehouse) == before
 
     # a day range far outside the data: answered from Delta's statistics, before Spark
     started = time.monotonic()
-    far = _cli(["backfill", "--from", "2030-01-01", "--to", "2030-01-02"],
-               {"PLATFORM_HOME": str(home)})
+    far = _cli(["backfill", "--from", "2030-01-01", "--to", "2030-01-02"], env)
     assert (far.returncode, far.stdout, far.stderr) == \
-        (0, "backfill: nothing to do for 2030-01-01..2030-01-02 (no arrivals in range)\n", "")
+        (0, "backfill per_minute: nothing to do for 2030-01-01..2030-01-02 (no arrivals in "
+            "range)\n", "")
     assert time.monotonic() - started < 30
-    assert _rows(settings.warehouse) == before
+    assert _rows(warehouse) == before
 
 
 def test_a_landing_file_rewritten_after_ingest_is_quarantined_whole_with_a_warning(tmp_path):
     """The issue's silent loss: a producer reused a file name with new content, and ingest
     skipped the known name. Now its lines are quarantined, counted and warned about."""
     home = tmp_path / "home"
-    generate(GeneratorConfig(events=600, keys=5, producers=2, seed=3), home / "landing")
+    landing = home / "landing" / "events"
+    generate(GeneratorConfig(events=600, keys=5, producers=2, seed=3), landing)
     env = {"PLATFORM_HOME": str(home)}
     first = _cli(["ingest"], env)
-    assert first.returncode == 0 and first.stdout.startswith("ingest: ingested batch 0: ")
+    assert first.returncode == 0 and first.stdout.startswith("ingest events: ingested batch 0: ")
     before = _rows(home / "warehouse")
-    victim = sorted((home / "landing").glob("*/*.jsonl"))[0]
+    victim = sorted(landing.glob("*/*.jsonl"))[0]
     victim.write_text("".join(json.dumps({"key": "k", "event_time": 1_767_225_600_000 + i,
                                           "received_at": 1_767_225_600_000 + i}) + "\n"
                               for i in range(7)), encoding="utf-8")
@@ -396,54 +470,79 @@ def test_a_landing_file_rewritten_after_ingest_is_quarantined_whole_with_a_warni
     assert "WARNING 1 files changed after ingest (lines quarantined as " \
            "file_changed_after_ingest)" in second.stdout
     after = _rows(home / "warehouse")
-    assert after[tables.ARRIVAL_LOG] == before[tables.ARRIVAL_LOG]
-    assert after[tables.QUARANTINE] == before[tables.QUARANTINE] + 7
+    log, quarantine = "streams/events/arrival_log", "streams/events/quarantine"
+    assert after[log] == before[log]
+    assert after[quarantine] == before[quarantine] + 7
 
 
 def test_live_with_nothing_landed_says_so(tmp_path):
-    (tmp_path / "home" / "landing").mkdir(parents=True)
+    landing = tmp_path / "home" / "landing" / "events"
+    landing.mkdir(parents=True)
     result = _cli(["live"], {"PLATFORM_HOME": str(tmp_path / "home")})
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == (f"ingest: no new landing files\nlive: nothing to do: nothing has "
-                             f"landed in {tmp_path / 'home' / 'landing'} yet\n")
+    assert result.stdout == (f"ingest events: no new landing files\nlive events: nothing to "
+                             f"do: nothing has landed in {landing} yet\n")
 
 
 @pytest.mark.spark
 def test_the_long_running_live_job_waits_for_the_first_landing_file(tmp_path):
     """With an interval trigger the job is meant to keep running: it waits for data, saying
     so, and a --duration ends it cleanly (no traceback) while nothing has landed."""
-    (tmp_path / "home" / "landing").mkdir(parents=True)
+    landing = tmp_path / "home" / "landing" / "events"
+    landing.mkdir(parents=True)
     result = _cli(["live", "--trigger", "1 second", "--duration", "2"],
                   {"PLATFORM_HOME": str(tmp_path / "home")}, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
-    landing = tmp_path / "home" / "landing"
-    assert f"live: waiting for the first landing file in {landing}" in result.stdout
-    assert f"live stream stopped: nothing landed in {landing}" in result.stdout
+    assert f"live events: waiting for the first landing file in {landing}" in result.stdout
+    assert f"live events stopped: nothing landed in {landing}" in result.stdout
 
 
-def test_a_second_pipeline_on_the_same_warehouse_is_refused(ingested, tmp_path):
+def test_a_pipeline_changed_after_its_tables_were_written_is_refused(ingested, tmp_path):
+    """Its tables hold the rows of the version that wrote them; a changed file would mix two
+    versions' rows (a range backfill replaces only its days): refused, naming the file."""
+    from jobs.checks import check_pipeline_mark
+
+    folder = Path(_folder(tmp_path, "pipelines", {"per_minute.yaml": PER_MINUTE}))
+    env = {**ingested["env"], "PLATFORM_PIPELINES": str(folder)}
+    check_pipeline_mark(PlatformSettings.from_env(env).platform.pipelines["per_minute"],
+                        remember=True)  # as its first backfill or live run does
     before = _rows(ingested["settings"].warehouse)
-    other = _file(tmp_path, "sessions.yaml", SESSIONS)
-    for args in (["backfill"], ["ingest"], ["live", "--no-ingest"]):
-        result = _cli(args, {**ingested["env"], "PLATFORM_PIPELINE": other})
-        _refused(result, "PLATFORM_PIPELINE", "sessions.yaml",
-                 "is not the pipeline the warehouse", "Point PLATFORM_WAREHOUSE at a new folder")
+    (folder / "per_minute.yaml").write_text(PER_MINUTE.replace("30s", "45s"), encoding="utf-8")
+    for args in (["backfill"], ["live", "--no-ingest"], ["live"]):
+        result = _cli(args, env)
+        _refused(result, "per_minute.yaml changed since pipeline per_minute's tables were "
+                         "written", "Restore the file, or give the changed pipeline a new name")
+    assert _cli(["ingest"], env).returncode == 0  # the stream itself is not the pipeline's
     assert _rows(ingested["settings"].warehouse) == before
 
 
-def test_a_checkpoint_of_another_pipeline_is_refused_before_spark(ingested):
+def test_a_stream_whose_watermark_changed_after_ingest_is_refused(ingested, tmp_path):
+    streams = Path(_folder(tmp_path, "streams", {
+        "events.yaml": "watermark: {strategy: bounded_out_of_orderness, "
+                       "max_out_of_orderness: 10s}\n"}))
+    before = _rows(ingested["settings"].warehouse)
+    for args in (["ingest"], ["live"]):
+        result = _cli(args, {**ingested["env"], "PLATFORM_STREAMS": str(streams)})
+        _refused(result, "events.yaml: watermark: the stream's watermark strategy changed "
+                         "since its first ingest")
+    assert _rows(ingested["settings"].warehouse) == before
+
+
+def test_a_checkpoint_of_other_pipelines_is_refused_before_spark(ingested, tmp_path):
     from jobs.live.stream import DEFAULT_BUCKETS, _check_checkpoint
-    from operators.pipeline import load_pipeline
 
     settings = ingested["settings"]
-    checkpoint = str(Path(settings.warehouse) / "_checkpoints" / "sessions")
-    sessions = Path(_file(Path(settings.home), "sessions.yaml", SESSIONS))
+    folder = _folder(tmp_path, "pipelines", {"sessions.yaml": SESSIONS})
+    sessions = PlatformSettings.from_env({**ingested["env"], "PLATFORM_PIPELINES": folder})
+    stream = sessions.platform.streams["events"]
+    checkpoint = str(Path(stream.checkpoints) / "sessions")
     # what the live stream writes first into a new checkpoint, here for the sessions pipeline
-    _check_checkpoint(None, checkpoint, load_pipeline(str(sessions)), DEFAULT_BUCKETS)
+    _check_checkpoint(None, checkpoint, stream, list(sessions.platform.pipelines.values()),
+                      DEFAULT_BUCKETS)
     before = _rows(settings.warehouse)
     result = _cli(["live", "--no-ingest", "--checkpoint", checkpoint], ingested["env"])
-    _refused(result, "--checkpoint", "written for another pipeline", "give a new --checkpoint")
+    _refused(result, "--checkpoint", "written for other pipelines", "give a new --checkpoint")
     assert _rows(settings.warehouse) == before
 
 
@@ -453,7 +552,7 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
     nothing."""
     from jobs.ingest import BAD_INGEST_STAMP, ingest
 
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
+    settings = _events({"PLATFORM_HOME": str(tmp_path / "home")})
     start = 1_767_225_600_000
     for producer, skew in (("p0", 0), ("p1", -3_600_000)):
         folder = settings.landing_dir / producer
@@ -468,8 +567,7 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
     report = ingest(None, settings, progress=lambda _: None)
     assert (report.records, report.quarantined) == (60, 1)
     assert report.reasons == {BAD_INGEST_STAMP: 1}
-    log = DeltaTable(settings.table_path(tables.ARRIVAL_LOG)).to_pyarrow_table() \
-        .sort_by("arrival_seq")
+    log = DeltaTable(settings.arrival_log).to_pyarrow_table().sort_by("arrival_seq")
     clock = log.column("ingest_time_ms").to_pylist()
     assert clock == sorted(clock) and max(clock) < 4_070_908_800_000
     assert max(log.column("watermark_ms").to_pylist()) < start + 30_000
@@ -479,7 +577,7 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
 def test_an_unreadable_landing_file_stops_ingest_before_anything_is_written(tmp_path):
     from jobs.ingest import LandingReadError, ingest
 
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home")})
+    settings = _events({"PLATFORM_HOME": str(tmp_path / "home")})
     folder = settings.landing_dir / "p0"
     folder.mkdir(parents=True)
     (folder / "a.jsonl").write_text('{"key": "k", "event_time": 1}\n', encoding="utf-8")
@@ -488,7 +586,7 @@ def test_an_unreadable_landing_file_stops_ingest_before_anything_is_written(tmp_
     locked.chmod(0)
     with pytest.raises(LandingReadError, match="b.jsonl: Permission denied"):
         ingest(None, settings, progress=lambda _: None)
-    assert _rows(settings.warehouse) == {}
+    assert _rows(settings.settings.warehouse) == {}
     locked.chmod(0o644)
     assert ingest(None, settings, progress=lambda _: None).records == 2
 
@@ -533,7 +631,7 @@ def test_platform_ui_stops_with_all_its_children_on_sigterm(tmp_path):
     for name in ("platform", "workspace.yaml", "pyproject.toml", "requirements.lock"):
         (checkout / name).write_bytes((REPO / name).read_bytes())
     (checkout / "platform").chmod(0o755)
-    for name in ("jobs", "operators", "platform_defs", "services"):
+    for name in ("jobs", "operators", "platform_defs", "services", "pipelines", "streams"):
         (checkout / name).symlink_to(REPO / name)
     bin_folder = checkout / ".venv" / "bin"
     bin_folder.mkdir(parents=True)

@@ -16,27 +16,39 @@ from jobs import tables
 from jobs.ingest import ingest
 from jobs.nexmark_job import run_backfill, run_live
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from nexmark import reference
 from nexmark.arrival import record_from_arrival_row
 from nexmark.generator import generate
 from nexmark.queries import QUERIES
 from tests.nexmark.helpers import DISORDERED, PARAMETERS
+from tests.platform_home import write_pipelines
 
 pytestmark = pytest.mark.spark
 
 QUIET = {"progress": lambda _: None}
-PIPELINE = ("watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 1s}\n"
-            "window: {type: tumbling, size: 1s}\n")
+STREAM = "watermark: {strategy: bounded_out_of_orderness, max_out_of_orderness: 1s}\n"
+PIPELINE = "source: nexmark\nwindow: {type: tumbling, size: 1s}\n"
+"""A home's pipelines folder holds one pipeline at least; the queries read the stream."""
 INGESTS = 3
 
 
+def nexmark_home(home: Path) -> Stream:
+    """A home whose one stream, ``nexmark``, holds the Nexmark events."""
+    descriptions = home.parent / f"{home.name}-descriptions"
+    env = {"PLATFORM_HOME": str(home),
+           "PLATFORM_STREAMS": str(write_pipelines(descriptions / "streams",
+                                                   {"nexmark": STREAM})),
+           "PLATFORM_PIPELINES": str(write_pipelines(descriptions / "pipelines",
+                                                     {"counts": PIPELINE}))}
+    return PlatformSettings.from_env(env).platform.streams["nexmark"]
+
+
 @pytest.fixture(scope="module")
-def nexmark_log(spark, tmp_path_factory) -> PlatformSettings:
+def nexmark_log(spark, tmp_path_factory) -> Stream:
     """Disordered Nexmark events with late ones, landed and ingested in three batches."""
     root = tmp_path_factory.mktemp("nexmark")
-    (root / "pipeline.yaml").write_text(PIPELINE, encoding="utf-8")
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(root / "source"),
-                                          "PLATFORM_PIPELINE": str(root / "pipeline.yaml")})
+    settings = nexmark_home(root / "source")
     generate(replace(DISORDERED, flush_interval_ms=5_000), root / "staging")
     files = sorted((root / "staging").glob("*/*.jsonl"), key=lambda p: (p.name, p.parent.name))
     share = -(-len(files) // INGESTS)
@@ -57,12 +69,12 @@ def records(spark, nexmark_log) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def backfilled(spark, nexmark_log, tmp_path_factory) -> Callable[[str], PlatformSettings]:
+def backfilled(spark, nexmark_log, tmp_path_factory) -> Callable[[str], Stream]:
     """Each query's backfill over the log, computed once for the module: the reference test
     checks it, the live tests compare against it."""
-    done: dict[str, PlatformSettings] = {}
+    done: dict[str, Stream] = {}
 
-    def backfill_of(name: str) -> PlatformSettings:
+    def backfill_of(name: str) -> Stream:
         if name not in done:
             settings = _copy(nexmark_log, tmp_path_factory.mktemp(f"backfill-{name}"))
             run_backfill(spark, settings, name, PARAMETERS[name], **QUIET)
@@ -72,21 +84,19 @@ def backfilled(spark, nexmark_log, tmp_path_factory) -> Callable[[str], Platform
     return backfill_of
 
 
-def _copy(source: PlatformSettings, home: Path) -> PlatformSettings:
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
-                                          "PLATFORM_PIPELINE": str(source.pipeline_path)})
-    shutil.copytree(source.table_path(tables.ARRIVAL_LOG),
-                    settings.table_path(tables.ARRIVAL_LOG))
-    return settings
+def _copy(source: Stream, home: Path) -> Stream:
+    stream = nexmark_home(home)
+    shutil.copytree(source.arrival_log, stream.arrival_log)
+    return stream
 
 
-def _table(spark, settings: PlatformSettings, name: str) -> pd.DataFrame:
+def _table(spark, settings: Stream, name: str) -> pd.DataFrame:
     frame = spark.read.format("delta").load(settings.table_path(name)).toPandas()
     frame = frame[sorted(frame.columns)]
     return frame.sort_values(list(frame.columns)).reset_index(drop=True)
 
 
-def _rows(spark, settings: PlatformSettings, name: str) -> list[dict]:
+def _rows(spark, settings: Stream, name: str) -> list[dict]:
     columns = list(QUERIES[name].columns)
     frame = spark.read.format("delta").load(settings.table_path(f"nexmark_{name}")).toPandas()
     frame = frame[columns].sort_values(columns)

@@ -120,8 +120,11 @@ def test_mistakes_are_refused_naming_the_setting(raw: dict, message: str) -> Non
 
 
 def test_missing_sections() -> None:
-    with pytest.raises(PipelineConfigError, match="^watermark is required"):
-        parse_pipeline({"window": TUMBLING})
+    with pytest.raises(PipelineConfigError, match="^window is required"):
+        parse_pipeline({"watermark": {"strategy": "monotonous"}})
+    # the watermark is the stream's: a platform pipeline names its source and has none
+    spec = parse_pipeline({"source": "events", "window": TUMBLING})
+    assert spec.watermark is None and spec.source == "events"
     with pytest.raises(PipelineConfigError, match="must be a mapping"):
         parse_pipeline([1, 2])  # type: ignore[arg-type]
 
@@ -153,8 +156,9 @@ def test_json_schema_states_the_rules_the_validation_applies() -> None:
     schema = pipeline_json_schema()
     assert schema["$schema"].endswith("2020-12/schema")
     definitions = schema["$defs"]
-    assert set(schema["properties"]) == {"watermark", "window", "trigger", "evictor",
-                                         "allowed_lateness", "aggregates"}
+    assert set(schema["properties"]) == {"source", "description", "watermark", "window",
+                                         "trigger", "evictor", "allowed_lateness",
+                                         "aggregates"}
     for section, cls, kind_setting in SECTIONS:
         definition = definitions[cls.__name__]
         settings = set(definition["properties"])
@@ -200,7 +204,8 @@ def test_schema_and_check_from_the_command_line(tmp_path: Path) -> None:
     result = subprocess.run([*run, "--json-schema"], capture_output=True, text=True, cwd=ROOT,
                             check=True)
     assert json.loads(result.stdout) == pipeline_json_schema()
-    result = subprocess.run([*run, "examples/pipeline.yaml", "jobs/pipelines/demo.yaml"],
+    shipped = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pipelines").glob("*.yaml"))
+    result = subprocess.run([*run, "examples/pipeline.yaml", *shipped],
                             capture_output=True, text=True, cwd=ROOT, check=False)
     assert result.returncode == 0, result.stderr
     bad = tmp_path / "bad.yaml"

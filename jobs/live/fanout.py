@@ -1,0 +1,130 @@
+"""Every pipeline of a stream fed from one read of each micro-batch.
+
+The live job of a stream runs one streaming query: the arrival log is read once per
+micro-batch, shuffled once by bucket of keys, and handed to Python once per bucket; there
+:class:`PipelineEngines` runs each pipeline's own engine (jobs/live/standard.py,
+jobs/live/keyed.py) over the same rows. Its state is each pipeline's state side by side, its
+timer the earliest of theirs, and its output rows carry the pipeline they belong to
+(``pipeline``), each pipeline's aggregates in columns of their own (``agg<i>_<name>``), so one
+output schema holds them all; the sink splits them again (:func:`pipeline_rows`) and writes
+each pipeline's tables on their own.
+
+Pipelines never see each other: an engine gets the rows and the watermarks of the log, never
+another engine's state or output, so a pipeline's rows are the same whatever runs beside it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import pyarrow as pa
+
+from jobs.runtime.buckets import BucketEngine
+from jobs.runtime.key_runner import BASE_OUTPUT, aggregate_type
+from operators.pipeline import PipelineSpec
+
+PIPELINE_COLUMN = "pipeline"
+_PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double": "Float64",
+                  "string": "object"}
+
+
+def make_engine(spec: PipelineSpec) -> Callable[[], BucketEngine]:
+    """The bucket engine of one pipeline (built on the executors, from the pickled spec)."""
+    if spec.is_standard_window:
+        from jobs.live.standard import StandardWindows
+
+        return lambda: StandardWindows(spec)
+    from jobs.live.keyed import KeyedWindows
+
+    return lambda: KeyedWindows(spec)
+
+
+def aggregate_column(index: int, name: str) -> str:
+    """The stream's output column of pipeline ``index``'s aggregate ``name``."""
+    return f"agg{index}_{name}"
+
+
+def stream_output_columns(specs: Sequence[PipelineSpec]) -> list[tuple[str, str]]:
+    """``(name, Spark type)`` of the stream's output rows: the pipeline, the rows every
+    engine emits, and each pipeline's aggregates."""
+    columns = [(PIPELINE_COLUMN, "string"), *BASE_OUTPUT]
+    for index, spec in enumerate(specs):
+        columns += [(aggregate_column(index, a.name), aggregate_type(a.fn))
+                    for a in spec.aggregates]
+    return columns
+
+
+def stream_output_schema(specs: Sequence[PipelineSpec]) -> str:
+    """DDL of the stream's output rows, for ``transformWithStateInPandas``."""
+    return ", ".join(f"{name} {kind}" for name, kind in stream_output_columns(specs))
+
+
+class PipelineEngines:
+    """One bucket of keys for every pipeline of a stream
+    (:class:`jobs.runtime.buckets.BucketEngine`)."""
+
+    def __init__(self, names: Sequence[str], specs: Sequence[PipelineSpec]) -> None:
+        self.names = list(names)
+        self.engines = [make_engine(spec)() for spec in specs]
+        self.renames = [{f"agg_{a.name}": aggregate_column(i, a.name) for a in spec.aggregates}
+                        for i, spec in enumerate(specs)]
+        columns = stream_output_columns(specs)
+        self.columns = [name for name, _ in columns]
+        self.dtypes = {name: _PANDAS_DTYPES.get(kind, "object") for name, kind in columns}
+
+    def load(self, blob: bytes | None) -> None:
+        blobs: dict[str, bytes] = {}
+        if blob is not None:
+            table = pa.ipc.open_stream(io.BytesIO(blob)).read_all()
+            blobs = dict(zip(table.column("pipeline").to_pylist(),
+                             table.column("blob").to_pylist(), strict=True))
+        for name, engine in zip(self.names, self.engines, strict=True):
+            engine.load(blobs.get(name))
+
+    def dump(self) -> bytes | None:
+        names, blobs = [], []
+        for name, engine in zip(self.names, self.engines, strict=True):
+            blob = engine.dump()
+            if blob is not None:
+                names.append(name)
+                blobs.append(blob)
+        if not names:
+            return None
+        table = pa.table({"pipeline": pa.array(names, pa.string()),
+                          "blob": pa.array(blobs, pa.binary())})
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue()
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for d in (e.next_deadline() for e in self.engines) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
+        return self._tagged([engine.process(rows) for engine in self.engines])
+
+    def fire(self, watermark: int) -> list[pd.DataFrame]:
+        return self._tagged([engine.fire(watermark) for engine in self.engines])
+
+    def _tagged(self, outputs: list[list[pd.DataFrame]]) -> list[pd.DataFrame]:
+        frames = []
+        for name, renames, output in zip(self.names, self.renames, outputs, strict=True):
+            for frame in output:
+                if len(frame):
+                    frames.append(frame.rename(columns=renames).assign(**{PIPELINE_COLUMN: name}))
+        if not frames:
+            return []
+        joined = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return [joined.reindex(columns=self.columns).astype(self.dtypes)]
+
+
+def pipeline_rows(rows: pd.DataFrame, index: int, name: str, spec: PipelineSpec
+                  ) -> pd.DataFrame:
+    """One pipeline's rows of the stream's output, in the columns its own engine emits."""
+    mine = rows[rows[PIPELINE_COLUMN].to_numpy() == name]
+    renames = {aggregate_column(index, a.name): f"agg_{a.name}" for a in spec.aggregates}
+    columns = [name for name, _ in BASE_OUTPUT] + list(renames)
+    return mine[columns].rename(columns=renames).reset_index(drop=True)

@@ -1,0 +1,58 @@
+"""The component type of the platform's event-time pipelines.
+
+Dagster Components load an instance from a ``defs.yaml`` (one per folder); a pipeline here is
+one file of the pipelines folder, named after the pipeline, which a user adds with nothing else
+to edit. So one instance of :class:`EventTimePipelines` reads both folders and builds, per
+stream, its landing files, arrival log and quarantine (a group named after the stream), and,
+per pipeline, its windowed tables with their checks and job (a group named after the
+pipeline): the definitions factory Components cannot replace (docs/streams-and-pipelines.md).
+The folders come from the platform's settings (``PLATFORM_PIPELINES``, ``PLATFORM_STREAMS``),
+the very ones the runs read, so the definitions and the runs cannot disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+from pydantic import Field
+
+from platform_defs.live_job import live_job
+from platform_defs.live_pipes import live_pipes_job, live_stream_job
+from platform_defs.pipeline_assets import pipeline_assets, windowed_job
+from platform_defs.schedules import finality_schedule
+from platform_defs.sensors import landing_sensor
+from platform_defs.stream_assets import stream_assets
+from platform_defs.table_specs import OWNERS, load_settings
+
+
+class EventTimePipelines(dg.Component, dg.Resolvable, dg.Model):
+    """Every event-time pipeline of PLATFORM_PIPELINES as an asset group of its own (windowed
+    results, late records, late-data metrics with daily partitions and checks), over the
+    streams of PLATFORM_STREAMS (landing files, arrival log, quarantine)."""
+
+    owners: list[str] = Field(default_factory=lambda: list(OWNERS),
+                              description="Owners of every table asset")
+    results_warn_after_hours: float = Field(
+        default=2.0, gt=0, description="A pipeline's results are stale (warn) after this long "
+                                       "without a refresh")
+    results_fail_after_hours: float = Field(
+        default=26.0, gt=0, description="... and fail their freshness after this long")
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        platform = load_settings().platform  # a wrong file fails the load, naming it
+        freshness = dg.FreshnessPolicy.time_window(
+            fail_window=timedelta(hours=self.results_fail_after_hours),
+            warn_window=timedelta(hours=self.results_warn_after_hours))
+        assets: list = []
+        for stream in platform.streams.values():
+            assets += stream_assets(stream, self.owners)
+        for pipeline in platform.pipelines.values():
+            assets += pipeline_assets(pipeline, self.owners, freshness)
+        pipelines = list(platform.pipelines.values())
+        return dg.Definitions(
+            assets=assets,
+            jobs=[*(windowed_job(p) for p in pipelines), live_job, live_pipes_job,
+                  live_stream_job],
+            schedules=[finality_schedule(pipelines)],
+            sensors=[landing_sensor])

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.engine import bench_spark  # noqa: E402
 from jobs.generator import GeneratorConfig, generate  # noqa: E402
-from jobs.ingest import Ingestor  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
 from jobs.streams import Stream  # noqa: E402
+from jobs.streams.landing import Ingestor  # noqa: E402
 
 READERS = ("driver", "executors", "plain")
 

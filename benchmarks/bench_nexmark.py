@@ -40,10 +40,10 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
-from jobs.ingest import ingest  # noqa: E402
 from jobs.nexmark_job import run_backfill, run_live  # noqa: E402
 from jobs.settings import PlatformSettings  # noqa: E402
 from jobs.streams import Stream  # noqa: E402
+from jobs.streams.landing import ingest  # noqa: E402
 from nexmark.config import NexmarkConfig  # noqa: E402
 from nexmark.generator import generate  # noqa: E402
 

@@ -207,7 +207,7 @@ def _checked(args: argparse.Namespace) -> Plan:
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are a state of the data, not a bug: one line, no traceback."""
     from jobs.backfill import BackfillRaceError
-    from jobs.ingest import ConcurrentIngestError, LandingReadError, StaleWarehouseError
+    from jobs.streams.landing import ConcurrentIngestError, LandingReadError, StaleWarehouseError
 
     return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError)
 
@@ -239,7 +239,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
         # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
         # and Spark starts only if there is something to stream
         from jobs.fast_writes import table_exists
-        from jobs.ingest import ingest
+        from jobs.streams.landing import ingest
 
         for stream in plan.streams:
             ingest(None, stream)
@@ -267,11 +267,11 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
         plan.pipelines = {s: ps for s, ps in todo.items() if ps}
         if not plan.pipelines:
             return 0
-    from jobs.spark import spark_for
+    from jobs.session import spark_for
 
     spark = spark_for(settings)
     if args.command == "ingest":
-        from jobs.ingest import ingest
+        from jobs.streams.landing import ingest
 
         for stream in plan.streams:
             ingest(spark, stream)
@@ -294,8 +294,8 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
                   f"{report.rows} rows, {report.late} late")
     elif args.trigger == "available_now":
         from jobs.delta_io import table_exists
-        from jobs.ingest import ingest
         from jobs.live import run_live
+        from jobs.streams.landing import ingest
 
         for stream, pipelines in plan.pipelines.items():
             if stream in plan.streams:

@@ -4,7 +4,7 @@
 stream descriptions; the checks here look at what a command is about to do with them: a day
 range that is reversed, a landing folder that is not there, a stream with nothing ingested
 yet, a pipeline whose tables or live checkpoint were written by another version of it, a
-misspelt ``PLATFORM_*`` variable. Each raises :class:`~jobs.settings.SettingsError`
+misspelt ``PLATFORM_*`` variable. Each raises :class:`~jobs.errors.SettingsError`
 with one line naming the argument or setting, so the command line (status 2) and the Dagster
 assets fail the same way, in a second, before any data is touched. No Spark here: everything is
 read with plain Python (remote locations are left to the job that reaches them).
@@ -100,7 +100,7 @@ def _landing_setting(stream: Stream) -> str:
 def check_landing(stream: Stream) -> None:
     """Ingest reads the stream's landing folder: a missing one is almost always a wrong
     setting, not "nothing landed yet", so say so instead of ingesting nothing."""
-    from jobs.ingest.landing import LandingFolder
+    from jobs.streams.landing.folder import LandingFolder
 
     landing = LandingFolder(stream.landing)
     settings = stream.settings
@@ -136,35 +136,44 @@ def check_ingested(stream: Stream) -> None:
                             "or point PLATFORM_WAREHOUSE at the warehouse you ingested into")
 
 
+def _recorded(mark: str, warehouse: str) -> dict | None:
+    """The record a check keeps beside the tables (``None``: none yet; ``{}``: one that cannot
+    be read here, which no matching run wrote). An object store that cannot be read is said,
+    naming the warehouse."""
+    try:
+        text = storage.read_small_text(mark)
+    except OSError as error:
+        if not storage.is_local(mark):  # credentials, endpoint, network: say which
+            raise SettingsError(f"PLATFORM_WAREHOUSE ({warehouse}): cannot read {mark}: "
+                                f"{storage.describe_error(error)}") from None
+        return {}
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}
+
+
 def check_pipeline_mark(pipeline: Pipeline, *, remember: bool) -> None:
     """A pipeline's tables hold the rows of one version of it: a range backfill replaces only
     its own days, so a changed description would leave rows of two versions side by side.
     The first command that writes a pipeline's tables records its version (``remember``); a
     later command with another version is refused, with what to do."""
     mark = storage.join(pipeline.folder, *PIPELINE_MARK)
-    wanted = {"version": pipeline.version, "pipeline": pipeline.path}
-    try:
-        text = storage.read_small_text(mark)
-    except OSError as error:
-        if not storage.is_local(mark):  # credentials, endpoint, network: say which
-            raise SettingsError(f"PLATFORM_WAREHOUSE ({pipeline.settings.warehouse}): cannot "
-                                f"read {mark}: {storage.describe_error(error)}") from None
-        text = ""  # unreadable here: not a record this pipeline wrote
-    if text is not None:
-        try:
-            found = json.loads(text)
-        except ValueError:
-            found = {}
-        if found.get("version") != wanted["version"]:
-            raise SettingsError(
-                f"{pipeline.path} changed since pipeline {pipeline.name}'s tables were written "
-                f"(version {found.get('version')}; now {pipeline.version}): its tables would "
-                "mix two versions' rows. Restore the file, or give the changed pipeline a new "
-                f"name (a new file); to recompute {pipeline.name} itself, delete its tables "
-                f"({pipeline.folder}) and run a backfill")
+    found = _recorded(mark, pipeline.settings.warehouse)
+    if found is None:
+        if remember:
+            storage.write_small_text(mark, json.dumps({"version": pipeline.version,
+                                                       "pipeline": pipeline.path}))
         return
-    if remember:
-        storage.write_small_text(mark, json.dumps(wanted))
+    if found.get("version") != pipeline.version:
+        raise SettingsError(
+            f"{pipeline.path} changed since pipeline {pipeline.name}'s tables were written "
+            f"(version {found.get('version')}; now {pipeline.version}): its tables would mix "
+            "two versions' rows. Restore the file, or give the changed pipeline a new name (a "
+            f"new file); to recompute {pipeline.name} itself, delete its tables "
+            f"({pipeline.folder}) and run a backfill")
 
 
 def check_stream_mark(stream: Stream, *, remember: bool) -> None:
@@ -173,29 +182,19 @@ def check_stream_mark(stream: Stream, *, remember: bool) -> None:
     strategy changed after its first ingest is refused (a new stream, a new name, starts
     afresh)."""
     mark = storage.join(stream.folder, "_platform", "stream.json")
-    wanted = {"watermark": hashlib.sha256(repr(stream.watermark).encode()).hexdigest()[:16],
-              "stream": stream.path}
-    try:
-        text = storage.read_small_text(mark)
-    except OSError as error:
-        if not storage.is_local(mark):
-            raise SettingsError(f"PLATFORM_WAREHOUSE ({stream.settings.warehouse}): cannot "
-                                f"read {mark}: {storage.describe_error(error)}") from None
-        text = ""
-    if text is not None:
-        try:
-            found = json.loads(text)
-        except ValueError:
-            found = {}
-        if found.get("watermark") != wanted["watermark"]:
-            raise SettingsError(
-                f"{stream.path}: watermark: the stream's watermark strategy changed since its "
-                "first ingest; its arrival log holds the watermarks the earlier strategy "
-                "computed, and ingest carries that strategy's state. Restore the watermark "
-                "section, or describe a new stream (a new file) with this one")
+    strategy = hashlib.sha256(repr(stream.watermark).encode()).hexdigest()[:16]
+    found = _recorded(mark, stream.settings.warehouse)
+    if found is None:
+        if remember:
+            storage.write_small_text(mark, json.dumps({"watermark": strategy,
+                                                       "stream": stream.path}))
         return
-    if remember:
-        storage.write_small_text(mark, json.dumps(wanted))
+    if found.get("watermark") != strategy:
+        raise SettingsError(
+            f"{stream.path}: watermark: the stream's watermark strategy changed since its "
+            "first ingest; its arrival log holds the watermarks the earlier strategy computed, "
+            "and ingest carries that strategy's state. Restore the watermark section, or "
+            "describe a new stream (a new file) with this one")
 
 
 def checkpoint_identity(stream: Stream, pipelines: list[Pipeline], buckets: int) -> dict:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs import storage, tables
+from jobs.errors import SettingsError
+from jobs.runtime import UnsupportedPipeline, check_runnable
 from jobs.streams import STREAM_TABLES, Stream, parse_stream
 from operators.pipeline import PipelineConfigError, PipelineSpec, parse_pipeline, read_description
 
@@ -34,12 +36,6 @@ NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 """A pipeline's or stream's name: it names folders, Delta tables and Dagster asset keys."""
 PIPELINE_TABLES = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS,
                    tables.BATCH_METRICS, tables.WINDOW_ASSIGNMENTS)
-
-
-def _settings_error(message: str) -> Exception:
-    from jobs.settings import SettingsError
-
-    return SettingsError(message)
 
 
 def version_of(spec: PipelineSpec) -> str:
@@ -112,9 +108,9 @@ class Platform:
             return list(self.pipelines.values())
         unknown = [n for n in names if n not in self.pipelines]
         if unknown:
-            raise _settings_error(f"{setting} {unknown[0]}: no such pipeline in "
-                                  f"{self._pipelines_folder()}; there are: "
-                                  f"{', '.join(self.pipelines)}")
+            raise SettingsError(f"{setting} {unknown[0]}: no such pipeline in "
+                                f"{self._pipelines_folder()}; there are: "
+                                f"{', '.join(self.pipelines)}")
         return [self.pipelines[n] for n in dict.fromkeys(names)]
 
     def select_streams(self, names: Sequence[str] | None, setting: str = "--stream"
@@ -123,8 +119,8 @@ class Platform:
             return list(self.streams.values())
         unknown = [n for n in names if n not in self.streams]
         if unknown:
-            raise _settings_error(f"{setting} {unknown[0]}: no such stream; there are: "
-                                  f"{', '.join(self.streams)}")
+            raise SettingsError(f"{setting} {unknown[0]}: no such stream; there are: "
+                                f"{', '.join(self.streams)}")
         return [self.streams[n] for n in dict.fromkeys(names)]
 
     def by_stream(self, pipelines: Iterable[Pipeline]) -> dict[Stream, list[Pipeline]]:
@@ -144,29 +140,29 @@ def description_files(folder: str, setting: str, what: str) -> dict[str, Path]:
     names are refused here, naming ``setting`` or the file."""
     path = Path(folder)
     if not path.exists():
-        raise _settings_error(f"{setting} ({folder}) does not exist: create it and put one "
-                              f"{what} description (.yaml) in it per {what}")
+        raise SettingsError(f"{setting} ({folder}) does not exist: create it and put one "
+                            f"{what} description (.yaml) in it per {what}")
     if not path.is_dir():
-        raise _settings_error(f"{setting} ({folder}) is a file, not a folder of {what} "
-                              "descriptions")
+        raise SettingsError(f"{setting} ({folder}) is a file, not a folder of {what} "
+                            "descriptions")
     files = sorted(f for f in path.iterdir()
                    if f.suffix in DESCRIPTION_SUFFIXES and not f.name.startswith("."))
     if not files:
-        raise _settings_error(f"{setting} ({folder}) holds no {what} description (*.yaml, "
-                              f"*.yml or *.json): add one per {what}")
+        raise SettingsError(f"{setting} ({folder}) holds no {what} description (*.yaml, "
+                            f"*.yml or *.json): add one per {what}")
     by_folded: dict[str, Path] = {}
     for file in files:
         other = by_folded.get(file.stem.lower())
         if other is not None:
             same = "the same name" if other.stem == file.stem else "names that differ only in case"
-            raise _settings_error(f"{other} and {file}: two {what}s with {same}; a {what}'s "
-                                  "name is its file's name and names its tables, so it must be "
-                                  "unique (rename or remove one)")
+            raise SettingsError(f"{other} and {file}: two {what}s with {same}; a {what}'s "
+                                "name is its file's name and names its tables, so it must be "
+                                "unique (rename or remove one)")
         by_folded[file.stem.lower()] = file
     named: dict[str, Path] = {}
     for file in files:
         if not NAME.match(file.stem):
-            raise _settings_error(
+            raise SettingsError(
                 f"{file}: {file.stem!r} is not a {what} name: the file's name is the {what}'s "
                 "name and must be a lowercase identifier (a-z, 0-9 and _, not starting with a "
                 f"digit), e.g. {_suggest(file.stem)}{file.suffix}")
@@ -184,7 +180,7 @@ def _read(file: Path):
         return read_description(file)
     except PipelineConfigError as error:
         message = str(error)
-        raise _settings_error(message if str(file) in message else f"{file}: {message}") \
+        raise SettingsError(message if str(file) in message else f"{file}: {message}") \
             from None
 
 
@@ -194,37 +190,35 @@ def load_streams(settings: PlatformSettings) -> dict[str, Stream]:
         try:
             spec = parse_stream(_read(file), str(file))
         except PipelineConfigError as error:
-            raise _settings_error(str(error)) from None
+            raise SettingsError(str(error)) from None
         streams[name] = Stream(name, spec, str(file), settings)
     return streams
 
 
 def load_pipeline_file(file: Path, streams: dict[str, Stream]) -> PipelineSpec:
     """One pipeline description, checked against the streams it may read."""
-    from jobs.runtime import UnsupportedPipeline, check_runnable
-
     raw = _read(file)
     if isinstance(raw, dict) and raw.get("watermark") is not None:
         source = raw.get("source")
         where = f" ({streams[source].path})" if source in streams else ""
-        raise _settings_error(f"{file}: watermark: the watermark strategy belongs to the stream"
-                              f"{where}, where ingest computes it once for every pipeline that "
-                              "reads it; remove it from the pipeline")
+        raise SettingsError(f"{file}: watermark: the watermark strategy belongs to the stream"
+                            f"{where}, where ingest computes it once for every pipeline that "
+                            "reads it; remove it from the pipeline")
     try:
         spec = parse_pipeline(raw)
     except PipelineConfigError as error:
-        raise _settings_error(f"{file}: {error}") from None
+        raise SettingsError(f"{file}: {error}") from None
     if spec.source is None:
-        raise _settings_error(f"{file}: source is required: the stream this pipeline reads "
-                              f"(one of: {', '.join(streams)})")
+        raise SettingsError(f"{file}: source is required: the stream this pipeline reads "
+                            f"(one of: {', '.join(streams)})")
     if spec.source not in streams:
-        raise _settings_error(f"{file}: source: no stream {spec.source!r} in PLATFORM_STREAMS "
-                              f"({Path(next(iter(streams.values())).path).parent}); there are: "
-                              f"{', '.join(streams)}")
+        raise SettingsError(f"{file}: source: no stream {spec.source!r} in PLATFORM_STREAMS "
+                            f"({Path(next(iter(streams.values())).path).parent}); there are: "
+                            f"{', '.join(streams)}")
     try:
         check_runnable(spec)
     except UnsupportedPipeline as error:
-        raise _settings_error(f"{file}: {error}") from None
+        raise SettingsError(f"{file}: {error}") from None
     return spec
 
 
@@ -235,8 +229,8 @@ def load_platform(settings: PlatformSettings) -> Platform:
     for name, file in description_files(settings.pipelines, "PLATFORM_PIPELINES",
                                         "pipeline").items():
         if name in streams:
-            raise _settings_error(f"{file}: a pipeline may not have the name of a stream "
-                                  f"({streams[name].path}): Dagster groups both by name")
+            raise SettingsError(f"{file}: a pipeline may not have the name of a stream "
+                                f"({streams[name].path}): Dagster groups both by name")
         spec = load_pipeline_file(file, streams)
         pipelines[name] = Pipeline(name, spec, streams[spec.source], str(file))
     return Platform(streams, pipelines)

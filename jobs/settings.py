@@ -34,6 +34,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from jobs import storage
+from jobs.errors import SettingsError
 from operators.time import parse_duration_ms
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_PIPELINES = PROJECT / "pipelines"
 DEFAULT_STREAMS = PROJECT / "streams"
 DAY_MS = 86_400_000
-
-
-class SettingsError(ValueError):
-    """A platform setting is wrong; the message names the setting."""
 
 
 def _duration(value: Any) -> Any:

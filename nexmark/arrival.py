@@ -1,11 +1,11 @@
 """The arrival log of Nexmark landing files, built in pure Python exactly as ingest builds it.
 
-Ingest (jobs/ingest.py) orders a batch's lines by ``(ingest clock, source file, line number)``
-with the clock ``field:received_at``, makes ``ingest_time`` non-decreasing, and stamps each
-record with the watermark computed from the records before it
-(:func:`operators.watermarks.assign_watermarks`, per source partition). Doing the same here
-lets the tests and the benchmark feed the queries the very stream a Spark run would read from
-the arrival log, without Spark.
+Ingest (jobs/streams/landing/) orders a batch's lines by ``(ingest clock, source file, line
+number)`` with the clock ``field:received_at``, makes ``ingest_time`` non-decreasing, and stamps
+each record with the watermark computed from the records before it
+(:func:`operators.watermarks.assign_watermarks`, per source partition). Doing the same here lets
+the tests and the benchmark feed the queries the very stream a Spark run would read from the
+arrival log, without Spark.
 
 A *record* (what every query consumes) is a flat dict: the landing line's Nexmark fields plus
 ``arrival_seq``, ``source_partition``, ``key``, ``event_time_ms``, ``ingest_time_ms``,

@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     from dagster import AssetKey, AssetSelection, DagsterInstance, materialize
 
     from jobs.reports import log_day_range
+    from jobs.session import SparkStartError
     from jobs.settings import SettingsError
-    from jobs.spark import SparkStartError
     from platform_defs.definitions import defs
     from platform_defs.schedules import (
         ASSET_PARTITION_RANGE_END_TAG,

@@ -22,12 +22,12 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
-from jobs.ingest import IngestReport
 from jobs.late_detail import DayLateness, late_detail
 from jobs.live.increment import run_increment
 from jobs.registry import Pipeline
 from jobs.settings import PlatformSettings, SettingsError
 from jobs.streams import Stream
+from jobs.streams.landing import IngestReport
 from jobs.table_stats import max_column_value
 from platform_defs import monitoring
 from platform_defs.late_data_views import watermark_text

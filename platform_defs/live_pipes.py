@@ -38,9 +38,9 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
-from jobs.ingest import IngestReport
 from jobs.settings import PlatformSettings
 from jobs.streams import Stream
+from jobs.streams.landing import IngestReport
 from platform_defs import monitoring
 from platform_defs.live_job import (
     IncrementConfig,

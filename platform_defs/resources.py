@@ -15,8 +15,8 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from jobs.registry import Pipeline
+from jobs.session import session_config, start_checked
 from jobs.settings import PlatformSettings, SettingsError
-from jobs.spark import session_config, start_checked
 from jobs.streams import Stream
 from platform_defs.partitions import daily_partitions
 
@@ -89,6 +89,6 @@ class DeltaSparkResource(LazyPySparkResource):
 
     def session(self) -> SparkSession:
         """The session, started on first use; a failed start or a refused setting is one
-        clear error (``jobs.spark``)."""
+        clear error (``jobs.session``)."""
         return start_checked(lambda: self.spark_session,
                              {k: str(v) for k, v in self.spark_config.items()})

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from jobs.ingest.landing import LandingFolder, landing_files
 from jobs.settings import PlatformSettings
+from jobs.streams.landing.folder import LandingFolder, landing_files
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
 

@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.spark import get_spark
+    from jobs.session import get_spark
 
     children = os.environ.pop("SPARK_SUBMIT_OPTS", None)  # not for the suite-long session
     try:

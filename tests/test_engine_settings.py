@@ -8,10 +8,11 @@ import zipfile
 
 import pytest
 
-from jobs import jvm_classes, spark_jars
+from jobs.session import classes as jvm_classes
+from jobs.session import jars as spark_jars
+from jobs.session import session_settings
+from jobs.session.shipping import is_cluster, package_zip
 from jobs.settings import PlatformSettings, SettingsError
-from jobs.shipping import is_cluster, package_zip
-from jobs.spark import session_settings
 
 
 @pytest.mark.parametrize("text", ['{"spark.executor.memory": "1g", "spark.cores.max": "2"}',

@@ -15,9 +15,9 @@ from jobs.enrichment import (
     run_enrichment_live,
 )
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import ingest
 from jobs.settings import PlatformSettings
 from jobs.streams import Stream
+from jobs.streams.landing import ingest
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 from operators.retry import RetryPolicy
 from services.enrichment_client import TRANSIENT_ERRORS

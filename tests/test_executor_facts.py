@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.ingest.landing import LandingFolder, file_facts
-from jobs.ingest.on_spark import facts_from_executors
+from jobs.streams.landing.folder import LandingFolder, file_facts
+from jobs.streams.landing.on_spark import facts_from_executors
 
 
 def _row(name: str, **found) -> dict:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs import ingest as ingest_module
 from jobs import tables
 from jobs.generator import BAD_KINDS, GeneratorConfig, generate
-from jobs.ingest import ingest
-from jobs.ingest.log import IngestLog
 from jobs.settings import PlatformSettings
 from jobs.streams import Stream
+from jobs.streams import landing as ingest_module
+from jobs.streams.landing import ingest
+from jobs.streams.landing.log import IngestLog
 from operators.watermarks import assign_watermarks
 
 pytestmark = pytest.mark.spark

@@ -15,10 +15,10 @@ import pytest
 
 from jobs import tables
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import Ingestor, on_spark
-from jobs.ingest.batch import RAW_LINE_LIMIT
 from jobs.settings import PlatformSettings
 from jobs.streams import Stream
+from jobs.streams.landing import Ingestor, on_spark
+from jobs.streams.landing.batch import RAW_LINE_LIMIT
 
 pytestmark = pytest.mark.spark
 

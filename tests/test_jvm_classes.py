@@ -1,5 +1,5 @@
 """The Spark driver maps its classes from the installation's class archive
-(jobs/jvm_classes.py), which ``./platform setup`` builds: the suite's own session is such a
+(jobs/session/classes.py), which ``./platform setup`` builds: the suite's own session is such a
 driver, so it must show the archive's classes as shared."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from jobs import jvm_classes
+from jobs.session import classes as jvm_classes
 
 pytestmark = pytest.mark.spark
 
@@ -19,7 +19,7 @@ def test_the_drivers_classes_come_from_the_installations_archive(spark):
     archive = jvm_classes.archive_path()
     assert archive is not None and archive.is_file(), (
         f"no class archive at {archive}: ./platform setup builds it "
-        "(or: python -m jobs.jvm_classes)")
+        "(or: python -m jobs.session)")
     jcmd = shutil.which("jcmd", path=str(jvm_classes.java_binary().parent))
     if jcmd is None:
         pytest.skip("this Java has no jcmd to ask the JVM")

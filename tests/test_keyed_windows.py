@@ -14,10 +14,10 @@ import pytest
 from jobs import tables
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import ingest
 from jobs.live import run_live
 from jobs.registry import Pipeline
 from jobs.settings import PlatformSettings, SettingsError
+from jobs.streams.landing import ingest
 from jobs.windows import compute_windows
 from tests.log_replay import late_of, metric_totals, replay, results_of
 from tests.platform_home import PER_MINUTE, events, only_pipeline, settings_for

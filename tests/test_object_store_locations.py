@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.ingest.landing import LandingFolder, list_landing, read_range, sha256_prefix
+from jobs.streams.landing.folder import LandingFolder, list_landing, read_range, sha256_prefix
 from tests.cluster.object_store import start_object_store
 
 FILES = {
@@ -115,8 +115,8 @@ def test_an_object_store_warehouse_without_an_arrival_log_is_refused(store, monk
     a bucket that is not there is reported as unreadable, not as empty."""
     from jobs import fast_writes
     from jobs.checks import check_ingested
-    from jobs.ingest import ARRIVAL_SCHEMA
     from jobs.settings import PlatformSettings, SettingsError
+    from jobs.streams.landing import ARRIVAL_SCHEMA
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)

@@ -20,10 +20,10 @@ from jobs import tables
 from jobs.backfill import run_backfill
 from jobs.days import day_of
 from jobs.delta_io import read_table_or_none
-from jobs.ingest import IngestReport, ingest
 from jobs.live.stream import LiveReport, run_live
 from jobs.registry import Pipeline
 from jobs.streams import Stream
+from jobs.streams.landing import IngestReport, ingest
 from operators.time import MIN_WATERMARK
 
 ENGINES = ("auto", "live", "backfill")

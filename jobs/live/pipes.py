@@ -65,7 +65,7 @@ def _stream(name: str | None):
 
 def run_once(pipes, progress: Callable[[str], None], args: argparse.Namespace) -> None:
     from jobs.live.increment import run_increment
-    from jobs.spark import spark_for
+    from jobs.session import spark_for
 
     settings, stream = _stream(args.stream)
     spark = spark_for(settings, app_name="eventtime-live")
@@ -84,7 +84,7 @@ def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace)
 
     from jobs import tables
     from jobs.live import run_stream as stream_job
-    from jobs.spark import spark_for
+    from jobs.session import spark_for
 
     settings, stream = _stream(args.stream)
     spark = spark_for(settings, app_name="eventtime-live-stream")

@@ -281,7 +281,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline], 
                 progress: Callable[[str], None], on_ingest: Callable[[object], None] | None,
                 on_flush: Callable[[list[dict]], None] | None,
                 on_batch: Callable[[dict], None] | None, buckets: int) -> LiveReport:
-    from jobs.ingest import Ingestor
+    from jobs.streams.landing import Ingestor
 
     quiet_since = [time.monotonic()]
 

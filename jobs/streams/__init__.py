@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from jobs import storage, tables
+from jobs.errors import SettingsError
 from operators.pipeline import PipelineConfigError, WatermarkSpec, parse_watermark
 
 if TYPE_CHECKING:
@@ -110,8 +111,6 @@ class Stream:
     @property
     def landing_dir(self) -> Path:
         """The landing folder on this machine's disk (a ``SettingsError`` for a remote one)."""
-        from jobs.settings import SettingsError
-
         try:
             return storage.local_path(self.landing)
         except ValueError:

@@ -17,11 +17,11 @@ from deltalake import DeltaTable
 
 from jobs import tables
 from jobs.backfill import run_backfill
-from jobs.ingest import ingest
 from jobs.live import run_live
+from jobs.session import spark_for
+from jobs.session.shipping import ExecutorImportError, check_executors
 from jobs.settings import PlatformSettings
-from jobs.shipping import ExecutorImportError, check_executors
-from jobs.spark import spark_for
+from jobs.streams.landing import ingest
 
 SAVED = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
          tables.LATE_DATA_METRICS)

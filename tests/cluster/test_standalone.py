@@ -21,8 +21,8 @@ import pytest
 
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import ingest
 from jobs.settings import PlatformSettings
+from jobs.streams.landing import ingest
 from tests.cluster.drive import SAVED, save_tables
 from tests.cluster.object_store import start_object_store
 from tests.cluster.standalone import start_cluster

@@ -53,12 +53,22 @@ class Home:
         return resources
 
 
+HOME_PIPELINES = ("per_minute", "sliding_5m")
+"""A test home's pipelines: two of the project's three over its stream (the vectorised ones:
+the keyed runtime has tests of its own), so every run updates more than one pipeline."""
+
+
 def make_home(path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     from dagster import DagsterInstance
+
+    from tests.platform_home import REPO, write_pipelines
 
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PLATFORM_HOME", str(path))
+    folder = write_pipelines(path.parent / f"{path.name}-pipelines", {
+        name: (REPO / "pipelines" / f"{name}.yaml").read_text() for name in HOME_PIPELINES})
+    monkeypatch.setenv("PLATFORM_PIPELINES", str(folder))
     return Home(path, DagsterInstance.ephemeral())
 
 

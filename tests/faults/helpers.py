@@ -8,9 +8,9 @@ from pathlib import Path
 
 from jobs import tables
 from jobs.generator import GeneratorConfig, generate
-from jobs.ingest import ingest
 from jobs.registry import Pipeline
 from jobs.settings import PlatformSettings
+from jobs.streams.landing import ingest
 from tests.platform_home import PER_MINUTE, events, platform_env, settings_for
 
 KILLS = int(os.environ.get("FAULT_KILLS", "2"))

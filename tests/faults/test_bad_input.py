@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs import tables
-from jobs.ingest import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest, parsing
-from jobs.ingest.parsing import ParsedEvent, Rejection, parse_line
 from jobs.settings import PlatformSettings
 from jobs.streams import Stream
+from jobs.streams.landing import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest, parsing
+from jobs.streams.landing.parsing import ParsedEvent, Rejection, parse_line
 from tests.depth import examples
 
 REASONS = {parsing.MALFORMED_JSON, parsing.NOT_AN_OBJECT, parsing.LINE_TOO_LONG,

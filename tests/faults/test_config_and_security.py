@@ -126,7 +126,7 @@ def test_the_code_location_names_a_bad_environment_setting(tmp_path, variable, v
                             timeout=120)
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("jobs.settings.SettingsError: ") and variable in last_line
+    assert last_line.startswith("jobs.errors.SettingsError: ") and variable in last_line
 
 
 def test_a_resource_time_zone_other_than_the_partitions_is_refused(tmp_path, monkeypatch):
@@ -145,7 +145,7 @@ def test_a_resource_time_zone_other_than_the_partitions_is_refused(tmp_path, mon
 
 @pytest.mark.spark
 def test_a_delta_setting_spark_refuses_is_named_before_any_job(spark):
-    from jobs.spark import SparkConfigError, get_spark
+    from jobs.session import SparkConfigError, get_spark
 
     before = spark.conf.get("spark.sql.shuffle.partitions")
     with pytest.raises(SparkConfigError,

@@ -279,7 +279,7 @@ def test_a_dagster_ingest_with_a_missing_landing_folder_fails_naming_it(tmp_path
     failures = [event for event in result.all_events if event.event_type_value ==
                 "STEP_FAILURE"]
     message = failures[0].step_failure_data.error.cause.message.strip()
-    assert message.startswith(f"jobs.settings.SettingsError: the landing folder of stream "
+    assert message.startswith(f"jobs.errors.SettingsError: the landing folder of stream "
                               f"events (PLATFORM_LANDING/events) ({home / 'landing' / 'events'})"
                               " does not exist")
     assert not (home / "warehouse" / "streams" / "events" / "arrival_log").exists()
@@ -323,9 +323,9 @@ def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tm
     words = "2026-01-05 is after 2026-01-02: the range is empty (give the earlier day first)"
     assert words in _refused(command_line)
     assert run("2026-01-05", "2026-01-02") == \
-        f"jobs.settings.SettingsError: partition range: {words}"
+        f"jobs.errors.SettingsError: partition range: {words}"
     assert run("2025-06-01", "2025-06-02") == (
-        "jobs.settings.SettingsError: partition range: 2025-06-01 is before the first daily "
+        "jobs.errors.SettingsError: partition range: 2025-06-01 is before the first daily "
         "partition 2026-01-01 (PLATFORM_PARTITIONS_START)")
     assert not (home / "warehouse").exists()
 
@@ -380,7 +380,7 @@ def interrupted(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def ingested(interrupted) -> dict:
     """... then runs ingest again (in this process, as the command line does: no Spark)."""
-    from jobs.ingest import ingest
+    from jobs.streams.landing import ingest
 
     settings = PlatformSettings.from_env(interrupted["env"])
     said: list[str] = []
@@ -411,7 +411,7 @@ def test_ingest_with_nothing_new_says_so_and_writes_nothing(ingested):
 @pytest.mark.spark
 def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, tmp_path):
     from jobs.backfill import run_backfill
-    from jobs.ingest import ingest
+    from jobs.streams.landing import ingest
 
     home = tmp_path / "home"
     env = platform_env(home, {"per_minute": PER_MINUTE})
@@ -550,7 +550,7 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
     """One collector's clock runs an hour behind, another stamps a line in 2099: every line
     lands once, the ingest clock never goes back, the 2099 stamp is quarantined and moves
     nothing."""
-    from jobs.ingest import BAD_INGEST_STAMP, ingest
+    from jobs.streams.landing import BAD_INGEST_STAMP, ingest
 
     settings = _events({"PLATFORM_HOME": str(tmp_path / "home")})
     start = 1_767_225_600_000
@@ -575,7 +575,7 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_an_unreadable_landing_file_stops_ingest_before_anything_is_written(tmp_path):
-    from jobs.ingest import LandingReadError, ingest
+    from jobs.streams.landing import LandingReadError, ingest
 
     settings = _events({"PLATFORM_HOME": str(tmp_path / "home")})
     folder = settings.landing_dir / "p0"

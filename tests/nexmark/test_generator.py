@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest.parsing import ParsedEvent, parse_line
+from jobs.streams.landing.parsing import ParsedEvent, parse_line
 from nexmark.arrival import arrival_log, record_from_arrival_row
 from nexmark.config import (
     AUCTION_ID_LEAD,

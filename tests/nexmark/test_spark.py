@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from jobs import tables
-from jobs.ingest import ingest
 from jobs.nexmark_job import run_backfill, run_live
 from jobs.settings import PlatformSettings
 from jobs.streams import Stream
+from jobs.streams.landing import ingest
 from nexmark import reference
 from nexmark.arrival import record_from_arrival_row
 from nexmark.generator import generate

@@ -52,6 +52,23 @@ def test_example_files(tmp_path: Path) -> None:
                      "window_end": T0 + MINUTE}]
 
 
+def test_a_platform_pipeline_replays_with_its_streams_watermark(tmp_path: Path, capsys) -> None:
+    """The project's per-minute pipeline reads the stream ``events`` and has no watermark of
+    its own: with ``--stream`` the stream's strategy computes the watermarks, and the panes
+    are the example's (the same window, lateness and aggregates, the same strategy but for
+    the stream's idle timeout, which no partition of this log reaches)."""
+    pipeline, stream = ROOT / "pipelines" / "per_minute.yaml", ROOT / "streams" / "events.yaml"
+    events = EXAMPLES / "events.jsonl"
+    out = tmp_path / "platform.jsonl"
+    assert main(["--pipeline", str(pipeline), "--stream", str(stream), "--events", str(events),
+                 "--panes", str(out), "--quiet"]) == 0
+    _, example, _ = replay(tmp_path, EXAMPLES / "pipeline.yaml", events)
+    assert read_jsonl(out) == example and example
+    # without the stream the records carry no watermark and the pipeline has no strategy
+    assert main(["--pipeline", str(pipeline), "--events", str(events), "--quiet"]) == 1
+    assert "or --stream with the description of stream 'events'" in capsys.readouterr().err
+
+
 def test_recorded_watermarks_replay_exactly(tmp_path: Path) -> None:
     """Exporting the computed watermarks into the log and replaying gives the same output;
     and recorded watermarks win over the strategy."""

@@ -30,7 +30,8 @@ PROJECT_PACKAGES = ("operators", "jobs", "nexmark")
 """The packages whose functions Spark runs on executors."""
 
 EXECUTOR_MODULES = ("pandas", "pyarrow", "numpy", "google.protobuf", "operators", "jobs",
-                    "jobs.runtime.buckets", "jobs.windows.vectorised", "jobs.ingest.on_spark")
+                    "jobs.runtime.buckets", "jobs.windows.vectorised",
+                    "jobs.streams.landing.on_spark")
 """What an executor imports to run every job (protobuf: transformWithState's Python side)."""
 
 

@@ -33,9 +33,12 @@ from pathlib import Path
 
 import pyspark
 
-from jobs import spark_jars
+from jobs.session import jars as spark_jars
 from jobs.storage import write_small_text
 
+WARM_UP = "jobs.warm_up"
+"""The representative job the archive is dumped from (named, not imported: the session must not
+depend on the jobs that use it)."""
 DUMP_OPTION = "-XX:ArchiveClassesAtExit"
 USE_OPTION = "-XX:SharedArchiveFile"
 QUIET_OPTION = "-Xlog:cds=off,cds+dynamic=off"
@@ -90,7 +93,7 @@ def _size_record(archive: Path) -> Path:
 
 
 def _spark_jars_folder() -> str:
-    """The pyspark installation's own jars (not Delta's, which :mod:`jobs.spark_jars` keeps):
+    """The pyspark installation's own jars (not Delta's, which :mod:`jobs.session.jars` keeps):
     the classes the archive holds, so a reinstall there must not reuse it."""
     return str(Path(pyspark.__file__).parent / "jars")
 
@@ -142,9 +145,8 @@ def build(progress: Callable[[str], None] = print) -> Path | None:
     with tempfile.TemporaryDirectory(prefix="jvm-classes-") as home:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
         environment.update(PLATFORM_HOME=home, PYSPARK_PYTHON=sys.executable)
-        result = subprocess.run([sys.executable, "-m", "jobs.jvm_classes", "--workload",
-                                 str(partial)], env=environment, capture_output=True,
-                                text=True, check=False)
+        result = subprocess.run([sys.executable, "-m", WARM_UP, str(partial)],
+                                env=environment, capture_output=True, text=True, check=False)
     if result.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
@@ -158,32 +160,3 @@ def build(progress: Callable[[str], None] = print) -> Path | None:
     progress(f"jvm classes: built {archive} ({archive.stat().st_size / 2**20:.0f} MiB)")
     return archive
 
-
-def _workload(dump_to: str) -> None:
-    """What most platform steps do, in one driver that dumps its classes when it exits."""
-    from jobs.backfill import run_backfill
-    from jobs.generator import GeneratorConfig, generate
-    from jobs.ingest import ingest
-    from jobs.live.stream import run_live
-    from jobs.settings import PlatformSettings
-    from jobs.spark import get_spark
-
-    settings = PlatformSettings.from_env()
-    platform = settings.platform
-    stream = next(iter(platform.streams.values()))
-    generate(GeneratorConfig(events=2_000, keys=20, duration_ms=86_400_000), stream.landing)
-    quiet = {"progress": lambda _: None}
-    ingest(None, stream, **quiet)
-    spark = get_spark(settings.spark_master, settings.shuffle_partitions, "jvm-classes",
-                      extra={"spark.driver.extraJavaOptions": f"{DUMP_OPTION}={dump_to}"})
-    for pipeline in platform.pipelines_of(stream.name):
-        run_backfill(spark, pipeline, **quiet)
-    run_live(spark, stream, **quiet)
-    spark.stop()
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--workload"]:
-        _workload(sys.argv[2])
-    else:
-        sys.exit(0 if build() is not None else 1)

@@ -5,10 +5,10 @@ The master and any Spark or Delta setting come from the platform settings
 ``PLATFORM_SHUFFLE_PARTITIONS``); ``local[2]`` is the embedded default.
 
 On a cluster (any master but ``local[...]``) the session ships the project's code to the
-executors and checks that they can import it (jobs/shipping.py).
+executors and checks that they can import it (jobs/session/shipping.py).
 
 Delta's jars (and any ``spark.jars.packages`` the user adds) come from Maven Central on the
-first start and from the files remembered then on later ones (jobs/spark_jars.py); when the
+first start and from the files remembered then on later ones (jobs/session/jars.py); when the
 first resolution fails the JVM dies before Python gets a port, with an error that does not say
 why, so we say it.
 """
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
-from jobs import jvm_classes, spark_jars
-from jobs.shipping import check_executors, is_cluster, ship_project
+from jobs.session import classes, jars
+from jobs.session.shipping import check_executors, is_cluster, ship_project
 
 if TYPE_CHECKING:
     from jobs.settings import PlatformSettings
@@ -72,24 +72,24 @@ def session_settings(master: str, shuffle_partitions: int, app_name: str,
     remembered from an earlier start, else the packages to resolve) and SQL extensions, the
     local defaults, then the user's ``extra`` (``spark.jars.packages`` and ``spark.jars`` in
     it are added to Delta's, not replacing them), and the class archive
-    (jobs/jvm_classes.py) before the user's own Java options."""
+    (jobs/session/classes.py) before the user's own Java options."""
     extra = dict(extra or {})
-    wanted = spark_jars.packages(extra.pop("spark.jars.packages", ""))
+    wanted = jars.packages(extra.pop("spark.jars.packages", ""))
     user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
     config = {"spark.master": master, "spark.app.name": app_name, **DELTA_CONFIGS,
               **LOCAL_CONFIGS, "spark.sql.shuffle.partitions": str(shuffle_partitions), **extra}
-    archive = jvm_classes.usable_archive()
-    for role in ("driver", "executor"):  # the class archive, if any (jobs/jvm_classes.py)
+    archive = classes.usable_archive()
+    for role in ("driver", "executor"):  # the class archive, if any (jobs/session/classes.py)
         name = f"spark.{role}.extraJavaOptions"
-        java_options = jvm_classes.java_options(config.get(name, ""), archive)
+        java_options = classes.java_options(config.get(name, ""), archive)
         if java_options:
             config[name] = java_options
-    remembered = spark_jars.remembered_jars(wanted)
+    remembered = jars.remembered_jars(wanted)
     if remembered is not None:  # resolved before: no Ivy at all
         config["spark.jars"] = ",".join([*remembered, *user_jars])
     else:
         config["spark.jars.packages"] = ",".join(wanted)
-        config["spark.jars.ivySettings"] = str(spark_jars.IVY_SETTINGS)
+        config["spark.jars.ivySettings"] = str(jars.IVY_SETTINGS)
         if user_jars:
             config["spark.jars"] = ",".join(user_jars)
     return config
@@ -136,13 +136,13 @@ def start_checked(create: Callable[[], SparkSession], config: dict[str, str]) ->
         raise SparkStartError(
             "Spark did not start. Check that Java 17 or 21 is installed (`java -version`), "
             "that the Spark master is reachable, and that Maven Central is reachable: the "
-            f"Delta jars ({spark_jars.delta_package()}) are downloaded into ~/.ivy2* on first "
+            f"Delta jars ({jars.delta_package()}) are downloaded into ~/.ivy2* on first "
             f"use. Original error: {error}") from error
     session.sparkContext.setLogLevel("ERROR")
     if active is None and "spark.jars.packages" in config:  # Ivy resolved them: remember
         user_jars = set(filter(None, config.get("spark.jars", "").split(",")))
         resolved = session.sparkContext.getConf().get("spark.jars", "")
-        spark_jars.remember_jars(config["spark.jars.packages"].split(","), ",".join(
+        jars.remember_jars(config["spark.jars.packages"].split(","), ",".join(
             jar for jar in resolved.split(",") if jar and jar not in user_jars))
     _check_settings(session, {k: str(v) for k, v in config.items() if k not in _OWN_SETTINGS})
     if is_cluster(master) and id(session) not in _SHIPPED:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from jobs.ingest.landing import LandingFolder, read_range
-from jobs.ingest.log import CHANGED, DUPLICATE, FilePart, Plan
-from jobs.ingest.parsing import ParsedEvent, Rejection, check_event_time_bounds, parse_line
+from jobs.streams.landing.folder import LandingFolder, read_range
+from jobs.streams.landing.log import CHANGED, DUPLICATE, FilePart, Plan
+from jobs.streams.landing.parsing import ParsedEvent, Rejection, check_event_time_bounds, parse_line
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK, parse_timestamp_ms
 from operators.watermarks import ArrivalWatermarks

@@ -4,7 +4,7 @@ This is the one sequential step of the platform: it fixes each record's arrival 
 (``ingest_time``, ``arrival_seq``) and the watermark in force at its arrival, once and for all.
 Everything downstream is a pure function of what it writes.
 
-Crash safety: a batch is first *planned* in the ingest log (jobs/ingest/log.py: its file parts,
+Crash safety: a batch is first *planned* in the ingest log (jobs/streams/landing/log.py: its file parts,
 exclusive, so two ingests never plan the same batch); its appends carry Delta transaction ids
 (``txnVersion`` = batch id); only then is it *committed* in the log. A crash anywhere re-runs
 exactly the planned batch, and an append that had already landed is skipped by Delta, so
@@ -30,10 +30,10 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from jobs import fast_writes, shipping, storage, tables
+from jobs import fast_writes, storage, tables
 from jobs.checks import check_stream_mark
-from jobs.ingest import on_spark
-from jobs.ingest.batch import (
+from jobs.streams.landing import on_spark
+from jobs.streams.landing.batch import (
     BAD_INGEST_STAMP,
     DUPLICATE_FILE,
     FILE_CHANGED,
@@ -42,7 +42,7 @@ from jobs.ingest.batch import (
     IngestRules,
     batch_rows,
 )
-from jobs.ingest.landing import (
+from jobs.streams.landing.folder import (
     EMPTY_SHA256,
     FileFacts,
     LandedFile,
@@ -50,8 +50,9 @@ from jobs.ingest.landing import (
     file_facts,
     list_landing,
 )
-from jobs.ingest.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
+from jobs.streams.landing.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
 from jobs.progress import heartbeat
+from jobs.session import shipping
 from jobs.storage import Files
 from jobs.streams import Stream
 from operators.time import MIN_WATERMARK
@@ -191,7 +192,7 @@ class Ingestor:
 
     def _spark(self) -> SparkSession:
         if self.spark is None:  # a JVM-free ingest meets a batch big enough for the cluster
-            from jobs.spark import spark_for
+            from jobs.session import spark_for
 
             self.spark = spark_for(self.settings)
         return self.spark
@@ -342,7 +343,7 @@ class Ingestor:
         return report
 
     def _run_on_spark(self, plan: Plan) -> tuple[Commit, dict[str, float]]:
-        """Read, parse and append the batch with Spark's executors (jobs/ingest/on_spark.py)."""
+        """Read, parse and append the batch with Spark's executors (jobs/streams/landing/on_spark.py)."""
         done = on_spark.ingest_batch(
             self._spark(), self.stream.landing, plan, self.rules, self.settings.time_zone,
             self.stream.arrival_log, self.stream.quarantine)

@@ -60,13 +60,24 @@ aggregates:
 after 1 min, a tick on every record."""
 
 
-def pipelines_for(window: str, count: int) -> dict[str, str]:
+MIXES = {
+    "demo": ("tumbling", "sliding", "session"),
+    "standard": ("tumbling", "sliding", "tumbling_1h"),
+}
+"""The pipelines beside the configuration's window: the demo's three kinds (sessions run the
+operator library per record), or three windows Spark's closed form computes (the vectorised
+engines)."""
+EXTRA_WINDOWS = {"tumbling_1h": "window: {type: tumbling, size: 1h}"}
+
+
+def pipelines_for(window: str, count: int, mix: str = "demo") -> dict[str, str]:
     """``count`` pipelines over the one stream: the configuration's window first, then the
-    other kinds (tumbling, sliding, session) in that order."""
-    order = [window, *(w for w in WINDOWS if w != window)]
+    mix's others in order."""
+    order = [window, *(w for w in MIXES[mix] if w != window)]
     if count > len(order):
-        raise SystemExit(f"--pipelines: at most {len(order)} (one per kind of window)")
-    return {name: PIPELINE.format(window=WINDOWS[name][0]) for name in order[:count]}
+        raise SystemExit(f"--pipelines: at most {len(order)} with --mix {mix}")
+    return {name: PIPELINE.format(window=WINDOWS[name][0] if name in WINDOWS
+                                  else EXTRA_WINDOWS[name]) for name in order[:count]}
 
 
 # -- the producer (its own process: the stream's driver keeps its GIL) -----------------------------
@@ -215,7 +226,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
     home = root / f"platform-{window}-{rate}-{keys}-{pipelines}"
     folder = home / "pipelines"
     folder.mkdir(parents=True)
-    for name, text in pipelines_for(window, pipelines).items():
+    for name, text in pipelines_for(window, pipelines, args.mix).items():
         (folder / f"{name}.yaml").write_text(text, encoding="utf-8")
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
                                           "PLATFORM_PIPELINES": str(folder),
@@ -240,7 +251,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         if args.verbose:
             print(log_lines[-1], flush=True)
 
-    def stream() -> None:
+    def live_job() -> None:
         try:
             report["live"] = run_stream(spark, stream, trigger=args.trigger, poll_s=0.25,
                                         metrics_interval_s=args.metrics_interval, stop=stop,
@@ -249,7 +260,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
             report["error"] = str(error)[:2000]
             print(f"platform stream failed: {report['error']}", flush=True)
 
-    thread = threading.Thread(target=stream, daemon=True)
+    thread = threading.Thread(target=live_job, daemon=True)
     thread.start()
     while not committed and thread.is_alive():  # the warm-up batch
         time.sleep(0.2)
@@ -399,6 +410,9 @@ def main() -> None:
     parser.add_argument("--pipelines", type=int, nargs="+", default=[1],
                         help="run the platform with this many pipelines over the one stream "
                              "(the window's, then the other kinds); e.g. 1 3 compares them")
+    parser.add_argument("--mix", choices=sorted(MIXES), default="demo",
+                        help="which pipelines join the first: the demo's kinds (tumbling, "
+                             "sliding, session) or three standard windows")
     parser.add_argument("--verbose", action="store_true", help="print the platform's progress")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")

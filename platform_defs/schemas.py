@@ -25,7 +25,7 @@ from operators.pipeline import PipelineSpec
 from operators.user_functions import result_type
 
 COLUMN_DOCS = {
-    "arrival_seq": "Total arrival order, fixed once at ingest (SEMANTICS §1)",
+    "arrival_seq": "Total arrival order, fixed once at ingest (docs/contract.md §1)",
     "watermark_ms": "Watermark in force when the record arrived (ms since epoch, UTC)",
     "event_time_ms": "Event time (ms since epoch, UTC)",
     "ingest_time_ms": "Ingest clock at arrival (ms since epoch, UTC)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,21 @@ def test_every_command_a_document_gives_exists(document: Path):
                      | {f"python -m jobs {c}" for c in re.findall(r"python -m jobs ([a-z]+)", text)
                         if c not in _jobs_commands()})
     assert not unknown, f"{document.name} gives commands that do not exist: {unknown}"
+
+
+def _tracked_text_files() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.split()
+    return [REPO / name for name in listed
+            if name.endswith((".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".cfg"))
+            or name in ("platform", ".ci/run")]
+
+
+def test_the_repository_cites_nothing_outside_itself():
+    """A clone is all a user has: the contract and its section numbers are docs/contract.md's."""
+    outside = re.compile(r"\.\./shared|SEMANTICS(?:\.md| §)")
+    citing = sorted(str(path.relative_to(REPO)) for path in _tracked_text_files()
+                    if path.exists() and outside.search(path.read_text(encoding="utf-8")))
+    assert not citing, f"these cite a document outside the repository: {citing}"
+    sections = re.findall(r"^## (\d+)\. ", _text(REPO / "docs" / "contract.md"), re.MULTILINE)
+    assert sections == [str(n) for n in range(1, 9)], sections

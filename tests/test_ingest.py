@@ -1,4 +1,4 @@
-"""Ingest writes the arrival log and quarantine that SEMANTICS §1-2 define, exactly once."""
+"""Ingest writes the arrival log and quarantine that docs/contract.md §1-2 define, exactly once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Run the platform's jobs from the command line, without Dagster.
 
+    python -m jobs settings [--markdown]     # every setting: default, value, origin
     python -m jobs pipelines                 # every pipeline: stream, version, tables, state
     python -m jobs ingest [--stream events]  # every stream's new landing files
     python -m jobs backfill [--pipeline per_minute ...] [--from 2026-01-01] [--to 2026-01-02]
@@ -7,7 +8,7 @@
     python -m jobs live --trigger "2 seconds" [--duration 600]   # the long-running job
     python -m jobs nexmark q5 [--mode backfill|live] [--param window_size_ms=10000 ...]
 
-Settings come from the ``PLATFORM_*`` environment variables (README, "Configuration"); the
+Settings come from the ``PLATFORM_*`` environment variables (docs/settings.md); the
 pipelines and streams from the folders ``PLATFORM_PIPELINES`` and ``PLATFORM_STREAMS`` name.
 Every argument, setting and description is checked before Spark starts; a wrong one exits
 with status 2 and one message naming it.
@@ -51,6 +52,10 @@ def _interval(text: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    reference = commands.add_parser("settings", help="every setting: its default, its value "
+                                                     "now and where that came from")
+    reference.add_argument("--markdown", action="store_true",
+                           help="the reference page (docs/settings.md) instead")
     listing = commands.add_parser("pipelines", help="list every pipeline: its stream, version, "
                                                     "tables and state")
     listing.add_argument("--json", action="store_true", help="one JSON object per pipeline")
@@ -130,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from jobs.settings import SettingsError
 
+    if args.command == "settings":
+        return _settings(args.markdown)
     try:
         plan = _checked(args)
     except (SettingsError, ValueError) as error:
@@ -158,7 +165,8 @@ def _checked(args: argparse.Namespace) -> Plan:
     from jobs.live.stream import DEFAULT_BUCKETS, default_checkpoint
     from jobs.settings import PlatformSettings, SettingsError
 
-    checks.check_variable_names(os.environ)
+    for warning in checks.check_variable_names(os.environ):
+        print(warning, file=sys.stderr)
     if args.command == "backfill":
         checks.check_day_range(args.first_day, args.last_day)
     settings = PlatformSettings.from_env()
@@ -202,6 +210,29 @@ def _checked(args: argparse.Namespace) -> Plan:
             checks.check_checkpoint(plan.checkpoint or default_checkpoint(stream, pipelines),
                                     stream, pipelines, DEFAULT_BUCKETS)
     return plan
+
+
+def _settings(markdown: bool) -> int:
+    """The settings reference: the page, or every setting with its value in force."""
+    import os
+
+    from jobs import checks
+    from jobs.settings import PlatformSettings, SettingsError
+    from jobs.settings_reference import reference_rows, render_markdown, render_text
+
+    if markdown:
+        print(render_markdown(), end="")
+        return 0
+    try:
+        warnings = checks.check_variable_names(os.environ)
+        settings = PlatformSettings.from_env(check=False)
+    except SettingsError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    print(render_text(reference_rows(settings, os.environ)))
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    return 0
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:

@@ -13,7 +13,6 @@ read with plain Python (remote locations are left to the job that reaches them).
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from deltalake.exceptions import DeltaError
 
 from jobs import fast_writes, storage
 from jobs.registry import Pipeline, version_of
-from jobs.settings import PlatformSettings, SettingsError
+from jobs.settings import SettingsError
 from jobs.streams import Stream
 from operators.pipeline import PipelineSpec
 
@@ -228,16 +227,16 @@ def check_checkpoint(checkpoint: str, stream: Stream, pipelines: list[Pipeline],
             "it was written for")
 
 
-def check_variable_names(env: Mapping[str, str]) -> None:
-    """A misspelt variable (``PLATFORM_WAREHOUS``) is otherwise ignored without a word, and
-    the job runs against the default location; refuse names one letter or so away from a
-    setting."""
-    known = sorted(f"PLATFORM_{name}" for name in PlatformSettings.variable_names())
-    for variable in sorted(env):
-        if not variable.startswith("PLATFORM_") or variable in known:
-            continue
-        close = difflib.get_close_matches(variable, known, n=1, cutoff=0.85)
-        if close:
-            raise SettingsError(f"{variable} is not a setting; did you mean {close[0]}? "
-                                "(README, Configuration)")
+def check_variable_names(env: Mapping[str, str]) -> list[str]:
+    """A misspelt variable (``PLATFORM_WAREHOUS``) would otherwise be ignored without a word,
+    and the job run against the default location: refuse one close to a setting, and return
+    a warning for every other ``PLATFORM_*`` variable that no setting reads."""
+    from jobs.settings_reference import stray_variables
+
+    warnings = []
+    for stray in stray_variables(env):
+        if stray.fatal:
+            raise SettingsError(stray.message())
+        warnings.append(f"warning: {stray.message()}")
+    return warnings
 

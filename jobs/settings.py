@@ -65,36 +65,47 @@ Duration = Annotated[int, BeforeValidator(_duration)]
 
 class PlatformSettings(BaseSettings):
     """The platform's settings. Field docs say what each does; the variable is
-    ``PLATFORM_<NAME>`` (README, "Configuration")."""
+    ``PLATFORM_<NAME>`` (docs/settings.md, generated from these fields)."""
 
     model_config = SettingsConfigDict(env_prefix="PLATFORM_", frozen=True, extra="ignore",
                                       populate_by_name=True, validate_default=True)
 
     # -- where the data lives -------------------------------------------------------------------
     home: str = Field(".platform",
-                      description="Root of everything the platform writes locally")
+                      description="Root of everything the platform writes locally "
+                                  "(<project>/.platform under ./platform)")
     warehouse: str = Field("",
-                           description="Delta tables (default <home>/warehouse); a folder or a "
-                                       "Hadoop URI such as s3a://bucket/warehouse")
+                           description="Delta tables and the live jobs' checkpoints; a folder "
+                                       "or a Hadoop URI such as s3a://bucket/warehouse "
+                                       "(docs/operations.md, 'Object stores')")
     landing: str = Field("",
                          description="Landing folders, one per stream: "
-                                     "<landing>/<stream>/<source_partition>/*.jsonl (default "
-                                     "<home>/landing)")
+                                     "<landing>/<stream>/<source_partition>/*.jsonl (a "
+                                     "stream's description may name its own); a folder or a "
+                                     "URI (s3a://, gs://, abfss://, hdfs://)")
     pipelines: str = Field(str(DEFAULT_PIPELINES),
                            description="Folder of pipeline descriptions, one file each, the "
-                                       "pipeline's name its stem")
+                                       "pipeline's name its stem: source, window, trigger, "
+                                       "lateness, aggregates "
+                                       "(docs/streams-and-pipelines.md)")
     streams: str = Field(str(DEFAULT_STREAMS),
                          description="Folder of stream descriptions, one file each, the "
-                                     "stream's name its stem")
+                                     "stream's name its stem: kind, landing folder, watermark "
+                                     "strategy")
     # -- ingest ---------------------------------------------------------------------------------
     ingest_clock: str = Field("field:received_at",
-                              description="'wall', or 'field:<name>': the collector's stamp")
+                              description="Where ingest_time comes from: 'field:<name>', the "
+                                          "time the landing collector stamped on each line, "
+                                          "or 'wall', the clock when ingest reads it")
     max_future_ms: Duration = Field(DAY_MS, gt=0, validation_alias="PLATFORM_MAX_FUTURE",
-        description="Events more than this after their ingest time are quarantined")
+        description="Events more than this after their ingest time are quarantined "
+                    "(event_time_too_far_in_future)")
     max_past_ms: Duration = Field(3_650 * DAY_MS, gt=0, validation_alias="PLATFORM_MAX_PAST",
-        description="Events more than this before their ingest time are quarantined")
+        description="Events more than this before their ingest time are quarantined "
+                    "(event_time_too_far_in_past)")
     max_line_bytes: int = Field(1_000_000, gt=0,
-        description="Longer landing lines are quarantined (line_too_long)")
+        description="Landing lines longer than this many bytes are quarantined "
+                    "(line_too_long), never parsed")
     landing_settle_ms: Duration = Field(60_000, gt=0, validation_alias="PLATFORM_LANDING_SETTLE",
         description="A file without a final newline that changed more recently than this "
                     "may still be being written: ingest leaves it for later")
@@ -115,26 +126,41 @@ class PlatformSettings(BaseSettings):
         description="Spark master URL: local[N], spark://host:port, yarn, k8s://...")
     # NoDecode: the variable is JSON *or* key=value lines, parsed by _conf, not as JSON first
     spark_conf: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict,
-        description="Extra Spark and Delta settings: a JSON object, or key=value lines")
+        description="Extra Spark and Delta settings: a JSON object, or key=value items "
+                    "separated by newlines or commas (a value holding commas needs the JSON "
+                    "form)")
     spark_defaults: str = Field("",
         description="A spark-defaults.conf style file of settings (PLATFORM_SPARK_CONF wins)")
     shuffle_partitions: int = Field(4, ge=1,
         description="spark.sql.shuffle.partitions (also the live stream's state partitions)")
     live_engine: Literal["auto", "live", "backfill"] = Field("auto",
-        description="How an incremental run updates the windowed tables after ingest")
+        description="How the landing sensor's run updates the windowed tables after ingest: "
+                    "'live' (= 'auto': the live job, AvailableNow) or 'backfill' (the "
+                    "days it touched)")
     # -- Dagster automation and monitoring ------------------------------------------------------
     landing_grace_seconds: float = Field(300.0, ge=0,
-        description="How far back the landing sensor remembers files it saw")
+        description="Seconds before the newest landing file seen within which the landing "
+                    "sensor still takes an older file as new (files that land out of order "
+                    "of modification time); it remembers the files of that window")
     finality_lookback_days: int = Field(3, ge=1,
         description="Recent days the finality schedule re-materialises once final")
     finality_cron: str = Field("*/15 * * * *",
         description="When the finality schedule runs")
-    late_rate_warn: float = Field(0.05, ge=0)
-    late_rate_error: float = Field(0.20, ge=0)
-    quarantine_rate_warn: float = Field(0.02, ge=0)
-    quarantine_rate_error: float = Field(0.10, ge=0)
-    watermark_lag_warn_ms: float = Field(30 * 60_000, ge=0)
-    watermark_lag_error_ms: float = Field(3 * 3_600_000, ge=0)
+    late_rate_warn: float = Field(0.05, ge=0,
+        description="Share of a day's (record, window) pairs dropped as too late (past "
+                    "allowed lateness) above which the dropped_late_rate check warns")
+    late_rate_error: float = Field(0.20, ge=0,
+        description="... above which it fails")
+    quarantine_rate_warn: float = Field(0.02, ge=0,
+        description="Share of a day's landed lines quarantined above which the "
+                    "quarantine_rate check warns")
+    quarantine_rate_error: float = Field(0.10, ge=0,
+        description="... above which it fails")
+    watermark_lag_warn_ms: float = Field(30 * 60_000, ge=0,
+        description="A day's maximum watermark lag (ingest time - watermark), in "
+                    "milliseconds, above which the watermark_lag check warns")
+    watermark_lag_error_ms: float = Field(3 * 3_600_000, ge=0,
+        description="... above which it fails")
     enrichment_url: str = Field("http://127.0.0.1:8765",
         description="The enrichment service's base URL")
 
@@ -277,7 +303,7 @@ class PlatformSettings(BaseSettings):
             if value in (None, "", {}):
                 continue
             text = json.dumps(value) if isinstance(value, dict) else str(value)
-            variables[f"PLATFORM_{_variable(name)}"] = text
+            variables[f"PLATFORM_{variable_of(name)}"] = text
         return variables
 
     # -- construction ---------------------------------------------------------------------------
@@ -294,7 +320,7 @@ class PlatformSettings(BaseSettings):
     @classmethod
     def variable_names(cls) -> list[str]:
         """Every setting's variable without ``PLATFORM_``: ``HOME``, ``MAX_FUTURE``, ..."""
-        return [_variable(name) for name in cls.model_fields]
+        return [variable_of(name) for name in cls.model_fields]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, check: bool = True,
@@ -306,7 +332,7 @@ class PlatformSettings(BaseSettings):
         source = os.environ if env is None else env
         values: dict[str, Any] = {}
         for name in cls.model_fields:
-            variable = f"PLATFORM_{_variable(name)}"
+            variable = f"PLATFORM_{variable_of(name)}"
             if source.get(variable) not in (None, ""):
                 values[name] = source[variable]
         values.update({k: v for k, v in overrides.items() if v not in (None, "")})
@@ -317,10 +343,17 @@ class PlatformSettings(BaseSettings):
         return settings.check() if check else settings
 
 
-def _variable(field_name: str) -> str:
+def variable_of(field_name: str) -> str:
     """``max_future_ms`` -> ``MAX_FUTURE``: the variable's name (without ``PLATFORM_``)."""
     alias = PlatformSettings.model_fields[field_name].validation_alias
     return str(alias or field_name).removeprefix("PLATFORM_").upper()
+
+
+def is_duration(field_name: str) -> bool:
+    """Whether the setting is a :data:`Duration` (written ``10s``, ``5m``, ``1d``)."""
+    metadata = PlatformSettings.model_fields[field_name].metadata
+    return any(isinstance(item, BeforeValidator) and item.func is _duration
+               for item in metadata)
 
 
 def describe(error: ValidationError) -> str:
@@ -333,7 +366,7 @@ def describe(error: ValidationError) -> str:
             continue
         name = str(location[0])
         if name in PlatformSettings.model_fields:
-            name = f"PLATFORM_{_variable(name)}"
+            name = f"PLATFORM_{variable_of(name)}"
         message = problem.get("msg", "invalid").removeprefix("Value error, ")
         given = problem.get("input")
         shown = isinstance(given, dict) or repr(given) in message
@@ -362,7 +395,9 @@ def parse_conf(text: str) -> dict[str, str]:
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"expected key=value, got {item!r}")
+            raise ValueError(f"expected key=value, got {item!r} (commas and newlines separate "
+                             "items; for a value holding commas give a JSON object, "
+                             '{"spark.jars.packages": "a:b:1,c:d:2"})')
         result[key.strip()] = value.strip()
     return result
 

@@ -209,6 +209,15 @@ CASES = {
     "misspelt variable": (["ingest"], {"PLATFORM_WAREHOUS": "{tmp}/elsewhere"},
                           ["PLATFORM_WAREHOUS is not a setting; did you mean "
                            "PLATFORM_WAREHOUSE?"]),
+    "a setting in lower case": (["ingest"], {"platform_warehouse": "{tmp}/elsewhere"},
+                                ["platform_warehouse is not a setting; did you mean "
+                                 "PLATFORM_WAREHOUSE?"]),
+    "a setting cut short": (["ingest"], {"PLATFORM_LANDING_GRACE": "10"},
+                            ["PLATFORM_LANDING_GRACE is not a setting; did you mean "
+                             "PLATFORM_LANDING_GRACE_SECONDS?"]),
+    "spark conf with a comma inside a value": (
+        ["ingest"], {"PLATFORM_SPARK_CONF": "spark.jars.packages=a:b:1,c:d:2"},
+        ["PLATFORM_SPARK_CONF", "expected key=value, got 'c:d:2'", "JSON object"]),
     # paths
     "landing in an object store that does not answer": (
         ["ingest"], {"PLATFORM_LANDING": "s3a://platform-landing/in",

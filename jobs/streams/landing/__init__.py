@@ -4,7 +4,7 @@ This is the one sequential step of the platform: it fixes each record's arrival 
 (``ingest_time``, ``arrival_seq``) and the watermark in force at its arrival, once and for all.
 Everything downstream is a pure function of what it writes.
 
-Crash safety: a batch is first *planned* in the ingest log (jobs/streams/landing/log.py: its file parts,
+Crash safety: a batch is first *planned* in the ingest log (``log.py`` here: its file parts,
 exclusive, so two ingests never plan the same batch); its appends carry Delta transaction ids
 (``txnVersion`` = batch id); only then is it *committed* in the log. A crash anywhere re-runs
 exactly the planned batch, and an append that had already landed is skipped by Delta, so
@@ -32,6 +32,10 @@ from pyspark.sql import SparkSession
 
 from jobs import fast_writes, storage, tables
 from jobs.checks import check_stream_mark
+from jobs.progress import heartbeat
+from jobs.session import shipping
+from jobs.storage import Files
+from jobs.streams import Stream
 from jobs.streams.landing import on_spark
 from jobs.streams.landing.batch import (
     BAD_INGEST_STAMP,
@@ -50,11 +54,16 @@ from jobs.streams.landing.folder import (
     file_facts,
     list_landing,
 )
-from jobs.streams.landing.log import APPENDED, CHANGED, DUPLICATE, NEW, Commit, FilePart, IngestLog, Plan
-from jobs.progress import heartbeat
-from jobs.session import shipping
-from jobs.storage import Files
-from jobs.streams import Stream
+from jobs.streams.landing.log import (
+    APPENDED,
+    CHANGED,
+    DUPLICATE,
+    NEW,
+    Commit,
+    FilePart,
+    IngestLog,
+    Plan,
+)
 from operators.time import MIN_WATERMARK
 
 __all__ = ["BAD_INGEST_STAMP", "DUPLICATE_FILE", "FILE_CHANGED", "INVALID_UTF8",
@@ -343,7 +352,7 @@ class Ingestor:
         return report
 
     def _run_on_spark(self, plan: Plan) -> tuple[Commit, dict[str, float]]:
-        """Read, parse and append the batch with Spark's executors (jobs/streams/landing/on_spark.py)."""
+        """Read, parse and append the batch with Spark's executors (``on_spark.py``)."""
         done = on_spark.ingest_batch(
             self._spark(), self.stream.landing, plan, self.rules, self.settings.time_zone,
             self.stream.arrival_log, self.stream.quarantine)

@@ -107,7 +107,8 @@ _DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant
 
 def check_event_time_bounds(event_time_ms: int, ingest_time_ms: int, max_future_ms: int,
                             max_past_ms: int) -> Rejection | None:
-    """Event times absurdly far from the ingest clock never reach operators (docs/contract.md §1)."""
+    """Event times absurdly far from the ingest clock never reach operators (docs/contract.md,
+    section 1)."""
     if event_time_ms > ingest_time_ms + max_future_ms:
         return Rejection(TOO_FAR_IN_FUTURE,
                          f"event time is {event_time_ms - ingest_time_ms} ms after ingest time; "

@@ -73,12 +73,17 @@ def _prepare_environment(home: Path, explicit: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="./platform demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", type=Path, default=None,
                         help="where data, tables and Dagster storage go (default "
                              "$PLATFORM_HOME, else .platform)")
-    parser.add_argument("--events", type=int, default=50_000)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--events", type=int, default=50_000,
+                        help=f"how many events to generate over the last {DEMO_DAYS} days (default "
+                             "50000)")
+    parser.add_argument("--seed", type=int, default=7,
+                        help="the generator's seed: the same seed, the same events "
+                             "(default 7)")
     add_lateness_arguments(parser)
     args = parser.parse_args(argv)
     options = {"events": args.events, "seed": args.seed, **lateness_options(args)}

@@ -676,3 +676,24 @@ def test_platform_ui_stops_with_all_its_children_on_sigterm(tmp_path):
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_the_platform_script_and_the_demo_explain_themselves():
+    """``--help`` prints the commands and succeeds; an unknown command says which, status 2;
+    the demo's help names the command a user types and every default."""
+    shown = subprocess.run(["./platform", "--help"], cwd=REPO, capture_output=True, text=True,
+                           timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    for command in ("demo", "test", "setup", "ui"):
+        assert f"./platform {command}" in shown.stdout
+    unknown = subprocess.run(["./platform", "frobnicate"], cwd=REPO, capture_output=True,
+                             text=True, timeout=30)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().endswith("platform: unknown command 'frobnicate'")
+    demo = subprocess.run([sys.executable, "-m", "platform_defs.demo", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.startswith("usage: ./platform demo")
+    assert "demo.py" not in demo.stdout
+    for default in ("(default 50000)", "(default 7)", "(default 0.05)"):
+        assert default in " ".join(demo.stdout.split()), default

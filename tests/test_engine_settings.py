@@ -131,3 +131,15 @@ def test_a_new_archive_replaces_only_this_installations_older_ones(tmp_path, mon
         "current", "elsewhere"}
     assert not archives["older"].with_suffix(".size").exists()
     assert jvm_classes.usable_archive() == current  # a record with the installation is read
+
+
+def test_a_first_start_names_an_ivy_settings_file_that_is_there(tmp_path, monkeypatch):
+    """Nothing remembered yet (a fresh machine): the session asks Ivy to resolve Delta's jars
+    with the project's settings file, which must exist, or the JVM dies before Spark starts
+    (a move of the file once broke every fresh clone while warm machines kept working)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = session_settings("local[2]", 4, "test")
+    assert "spark.jars" not in config
+    settings_file = config["spark.jars.ivySettings"]
+    assert settings_file == str(spark_jars.IVY_SETTINGS)
+    assert "repo1.maven.org" in open(settings_file).read()

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import signal
 import sys
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from jobs.interrupts import StopRequests
     from jobs.registry import Pipeline
     from jobs.settings import PlatformSettings
     from jobs.streams import Stream
@@ -133,27 +133,71 @@ def main(argv: list[str] | None = None) -> int:
             print(f"configuration error: --param: {error}", file=sys.stderr)
             return 2
 
+    from jobs.interrupts import StopRequests
     from jobs.settings import SettingsError
 
     if args.command == "settings":
         return _settings(args.markdown)
+    stops = StopRequests().install()
     try:
         plan = _checked(args)
     except (SettingsError, ValueError) as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Interrupted too
+        return _interrupted(args, stops)
     try:
-        return _run(args, plan, parameters)
+        _run(args, plan, parameters, stops)
+        stops.raise_if_stopped()  # a signal the run heard out (the long-running job's)
+        return 0
     except SettingsError as error:  # found only once Spark reads (a remote location)
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{args.command}: interrupted; nothing committed is lost and nothing half-done "
-              "counts: run the same command again to finish", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # Interrupted too
+        return _interrupted(args, stops)
     except _expected_errors() as error:
+        if stops.signum is not None:
+            return _interrupted(args, stops)
         print(f"{args.command}: error: {error}", file=sys.stderr)
         return 1
+    except Exception:
+        if stops.signum is not None:  # a Spark job cancelled by the signal fails its caller
+            return _interrupted(args, stops)
+        raise
+
+
+def _interrupted(args: argparse.Namespace, stops: StopRequests) -> int:
+    """The one line a stopped command ends with (docs/operations.md, "Stopping"), after
+    Spark's session is stopped so that no process of the command outlives it."""
+    import signal as signals
+
+    from jobs.interrupts import Interrupted
+
+    stopped = Interrupted(stops.signum if stops.signum is not None else signals.SIGINT)
+    _stop_spark()
+    if args.command == "live" and args.trigger != "available_now":
+        said = ("stopped; every micro-batch reported is committed and the checkpoints keep "
+                "their place: run the same command to go on")
+    else:
+        said = ("nothing committed is lost and nothing half-done counts: run the same "
+                "command again to finish")
+    print(f"{args.command}: interrupted by {stopped}; {said}", file=sys.stderr)
+    return stopped.status
+
+
+def _stop_spark(timeout_s: float = 30.0) -> None:
+    """Stop the session, if one runs, within ``timeout_s`` (the JVM then exits, and its
+    Python workers with it)."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    stopping = threading.Thread(target=session.stop, name="stop-spark", daemon=True)
+    stopping.start()
+    stopping.join(timeout_s)
 
 
 def _checked(args: argparse.Namespace) -> Plan:
@@ -257,12 +301,14 @@ def _list(plan: Plan, as_json: bool) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> int:
+def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
+         stops: StopRequests) -> None:
     from jobs import storage
 
     settings = plan.settings
     if args.command == "pipelines":
-        return _list(plan, args.json)
+        _list(plan, args.json)
+        return
     once = args.command == "ingest" or (args.command == "live"
                                         and args.trigger == "available_now")
     if once and storage.is_local(settings.warehouse):
@@ -275,14 +321,14 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
         for stream in plan.streams:
             ingest(None, stream)
         if args.command == "ingest":
-            return 0
+            return
         waiting = [s for s in plan.pipelines if not table_exists(s.arrival_log)]
         for stream in waiting:
             print(f"live {stream.name}: nothing to do: nothing has landed in {stream.landing} "
                   "yet")
             del plan.pipelines[stream]
         if not plan.pipelines:
-            return 0
+            return
         plan.streams = []  # ingested
     if args.command == "backfill":
         from jobs.backfill import BackfillReport
@@ -297,10 +343,14 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
                                          pipeline.name).summary())
         plan.pipelines = {s: ps for s, ps in todo.items() if ps}
         if not plan.pipelines:
-            return 0
+            return
     from jobs.session import spark_for
 
     spark = spark_for(settings)
+    stops.install()  # again: PySpark's SparkContext installed its own SIGINT handler
+    long_running = args.command == "live" and args.trigger != "available_now"
+    stops.cancel_with((lambda: None) if long_running  # its streams stop between batches
+                      else spark.sparkContext.cancelAllJobs)
     if args.command == "ingest":
         from jobs.streams.landing import ingest
 
@@ -311,6 +361,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
 
         for pipelines in plan.pipelines.values():
             for pipeline in pipelines:  # each prints its summary
+                stops.raise_if_stopped()
                 run_backfill(spark, pipeline, args.first_day, args.last_day)
     elif args.command == "nexmark":
         from jobs import nexmark_job
@@ -322,7 +373,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
             report = nexmark_job.run_live(spark, stream, args.query, parameters,
                                           max_files_per_trigger=args.max_files_per_trigger)
             print(f"nexmark {args.query} live: {len(report.batches)} micro-batches, "
-                  f"{report.rows} rows, {report.late} late")
+                  f"{report.rows} rows, {report.late} late{report.hint}")
     elif args.trigger == "available_now":
         from jobs.delta_io import table_exists
         from jobs.live import run_live
@@ -338,18 +389,14 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int]) -> in
             run_live(spark, stream, pipelines, checkpoint=plan.checkpoint,
                      max_files_per_trigger=args.max_files_per_trigger)
     else:
-        _run_long(spark, args, plan)
-    return 0
+        _run_long(spark, args, plan, stops.event)
 
 
-def _run_long(spark, args: argparse.Namespace, plan: Plan) -> None:
+def _run_long(spark, args: argparse.Namespace, plan: Plan, stop: threading.Event) -> None:
     """The long-running job: one live stream per stream (each ingesting its landing files),
     side by side in this process, until interrupted."""
     from jobs.live import run_stream
 
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     print("live: running until interrupted (Ctrl-C stops it; the checkpoints keep their "
           "place)")
     failures: list[BaseException] = []

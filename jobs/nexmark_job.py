@@ -51,6 +51,7 @@ from jobs.runtime.buckets import (
 from jobs.runtime.key_partitions import map_keys
 from jobs.streams import Stream
 from nexmark.queries import make_query
+from operators.time import human_duration
 
 ROW_TYPES = {"name": "string"}
 """Result columns are BIGINT but these."""
@@ -173,6 +174,8 @@ class NexmarkReport:
     rows: int
     late: int
     batches: list[dict] = field(default_factory=list)
+    hint: str = ""
+    """Why there are no rows, when the log is shorter than a window (:func:`empty_result_hint`)."""
 
 
 def run_backfill(spark: SparkSession, stream: Stream, name: str,
@@ -202,8 +205,25 @@ def run_backfill(spark: SparkSession, stream: Stream, name: str,
         _overwrite(hot_items(counts), stream.table_path("nexmark_q5"))
     written = spark.read.format("delta").load(stream.table_path(f"nexmark_{name}")).count()
     dropped = spark.read.format("delta").load(stream.table_path(f"nexmark_{name}_late")).count()
-    progress(f"nexmark {name} backfill: {written} rows, {dropped} late")
+    progress(f"nexmark {name} backfill: {written} rows, {dropped} late"
+             + (empty_result_hint(log, name, query) if written == 0 else ""))
     return NexmarkReport(name, written, dropped)
+
+
+def empty_result_hint(log: DataFrame, name: str, query: object) -> str:
+    """Why a query emitted nothing when the log is shorter, in event time, than one window:
+    a window is emitted once the watermark passes its end, which a few seconds of events never
+    reach (2,000 generated events span 0.2 s; the queries' windows are 10 s)."""
+    size = getattr(query, "window_size_ms", None) or getattr(query, "session_gap_ms", None)
+    if size is None:
+        return ""
+    first, last = log.agg(F.min("event_time_ms"), F.max("event_time_ms")).first()
+    if first is None or last - first >= size:
+        return ""
+    return (f" (the log's events span {human_duration(last - first)} of event time and "
+            f"{name}'s windows are {human_duration(size)}: a window is emitted once the "
+            "watermark passes its end; land more events, or give a smaller "
+            "--param window_size_ms=...)")
 
 
 def _overwrite(frame: DataFrame, path: str) -> None:
@@ -307,6 +327,10 @@ def run_live(spark: SparkSession, stream: Stream, name: str,
     report.rows = spark.read.format("delta").load(
         stream.table_path(f"nexmark_{name}")).count() if _exists(spark, stream, name) else 0
     report.late = sum(b.get("late", 0) for b in report.batches)
+    if report.rows == 0:
+        log = read_table_or_none(spark, stream.arrival_log)
+        if log is not None:
+            report.hint = empty_result_hint(log, name, make_query(name, parameters))
     return report
 
 

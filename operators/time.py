@@ -76,3 +76,21 @@ def parse_timestamp_ms(value: object) -> int:
         except ValueError as error:
             raise ValueError(f"event time {value!r} is not ISO-8601: {error}") from None
     raise ValueError(f"event time has type {type(value).__name__}")
+
+
+def human_duration(ms: float | int | None) -> str:
+    """``83_000`` -> ``"1 min 23 s"``: raw milliseconds stay in the plotted metadata, this is
+    what sits beside them."""
+    if ms is None:
+        return "-"
+    ms = float(ms)
+    if ms < 1_000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1_000:.1f} s"
+    seconds = round(ms / 1_000)
+    hours, rest = divmod(seconds, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"

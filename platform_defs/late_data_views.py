@@ -9,27 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jobs.late_detail import DayLateness
-from operators.time import MIN_WATERMARK, ms_to_datetime
+from operators.time import MIN_WATERMARK, human_duration, ms_to_datetime
 
 BAR_WIDTH = 30
-
-
-def human_duration(ms: float | int | None) -> str:
-    """``83_000`` -> ``"1 min 23 s"``: raw milliseconds stay in the plotted metadata, this is
-    what sits beside them."""
-    if ms is None:
-        return "-"
-    ms = float(ms)
-    if ms < 1_000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1_000:.1f} s"
-    seconds = round(ms / 1_000)
-    hours, rest = divmod(seconds, 3_600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
 
 
 def watermark_text(ms: int | None) -> str:

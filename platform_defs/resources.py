@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from jobs.registry import Pipeline
 from jobs.session import session_config, start_checked
+from jobs.session.console import jvm_log
 from jobs.settings import PlatformSettings, SettingsError
 from jobs.streams import Stream
 from platform_defs.partitions import daily_partitions
@@ -76,6 +77,8 @@ class DeltaSparkResource(LazyPySparkResource):
         default_factory=dict,
         description="Spark settings of the session (spark.master, Delta's jar and SQL "
                     "extensions, shuffle partitions, PLATFORM_SPARK_CONF)")
+    jvm_log: str = Field("", description="Where the JVM and its Python workers write their "
+                                         "output (<home>/logs/spark.log); empty: the console")
 
     @classmethod
     def from_settings(cls, settings: PlatformSettings | None = None,
@@ -85,10 +88,11 @@ class DeltaSparkResource(LazyPySparkResource):
         settings = settings or PlatformSettings.from_env(check=False)
         shuffle = overrides.pop("shuffle_partitions", None)
         config = session_config(settings, shuffle_partitions=int(shuffle) if shuffle else None)
-        return cls(spark_config={**config, **overrides})
+        return cls(spark_config={**config, **overrides}, jvm_log=jvm_log(settings.home) or "")
 
     def session(self) -> SparkSession:
         """The session, started on first use; a failed start or a refused setting is one
         clear error (``jobs.session``)."""
         return start_checked(lambda: self.spark_session,
-                             {k: str(v) for k, v in self.spark_config.items()})
+                             {k: str(v) for k, v in self.spark_config.items()},
+                             log=self.jvm_log or None)

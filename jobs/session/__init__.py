@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from jobs.session import classes, jars
+from jobs.session.console import jvm_log, jvm_output_to
 from jobs.session.shipping import check_executors, is_cluster, ship_project
 
 if TYPE_CHECKING:
@@ -52,18 +53,19 @@ class SparkStartError(RuntimeError):
 def spark_for(settings: PlatformSettings, app_name: str = "eventtime-platform") -> SparkSession:
     """The session on the engine the settings choose."""
     return get_spark(settings.spark_master, settings.shuffle_partitions, app_name,
-                     extra=settings.spark_settings())
+                     extra=settings.spark_settings(), log=jvm_log(settings.home))
 
 
 def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
-              app_name: str = "eventtime-platform", extra: dict[str, str] | None = None
-              ) -> SparkSession:
-    """Start (or reuse) the Delta-enabled session."""
+              app_name: str = "eventtime-platform", extra: dict[str, str] | None = None,
+              log: str | None = None) -> SparkSession:
+    """Start (or reuse) the Delta-enabled session; a JVM started here writes its output to
+    ``log`` (jobs/session/console.py) when one is given."""
     config = session_settings(master, shuffle_partitions, app_name, extra)
     builder = SparkSession.builder
     for key, value in config.items():
         builder = builder.config(key, value)
-    return start_checked(builder.getOrCreate, config)
+    return start_checked(builder.getOrCreate, config, log=log)
 
 
 def session_settings(master: str, shuffle_partitions: int, app_name: str,
@@ -109,7 +111,8 @@ _OWN_SETTINGS = ("spark.master", "spark.app.name", "spark.jars", "spark.jars.pac
 """Settings :func:`start_checked` does not set again at run time (static ones, or ours)."""
 
 
-def start_checked(create: Callable[[], SparkSession], config: dict[str, str]) -> SparkSession:
+def start_checked(create: Callable[[], SparkSession], config: dict[str, str],
+                  log: str | None = None) -> SparkSession:
     """Start a session with ``create`` (a builder's ``getOrCreate``, or dagster-pyspark's lazy
     session) configured with ``config`` (:func:`session_settings`): workers on this
     interpreter, a failed start explained, Spark's log quiet, the jars Ivy resolved
@@ -128,7 +131,8 @@ def start_checked(create: Callable[[], SparkSession], config: dict[str, str]) ->
     if active is not None:  # getOrCreate sets the settings on it, and must check Delta's too
         _register_delta_settings(active)
     try:
-        session = create()
+        with jvm_output_to(log):
+            session = create()
     except Exception as error:  # the JVM's own message is about a port, not the cause
         if "INVALID_CONF_VALUE" in str(error):  # an existing session refused a setting
             raise SparkConfigError(f"a Spark setting is refused: "
@@ -137,7 +141,8 @@ def start_checked(create: Callable[[], SparkSession], config: dict[str, str]) ->
             "Spark did not start. Check that Java 17 or 21 is installed (`java -version`), "
             "that the Spark master is reachable, and that Maven Central is reachable: the "
             f"Delta jars ({jars.delta_package()}) are downloaded into ~/.ivy2* on first "
-            f"use. Original error: {error}") from error
+            f"use{f'; Spark wrote its reasons to {log}' if log else ''}. Original error: "
+            f"{error}") from error
     session.sparkContext.setLogLevel("ERROR")
     if active is None and "spark.jars.packages" in config:  # Ivy resolved them: remember
         user_jars = set(filter(None, config.get("spark.jars", "").split(",")))

@@ -147,3 +147,18 @@ def test_a_live_run_over_backfilled_tables_adds_nothing_twice(spark, nexmark_log
         pd.testing.assert_frame_equal(_table(spark, expected, table),
                                       _table(spark, settings, table), check_exact=True,
                                       obj=table)
+
+
+def test_a_query_without_rows_says_why_when_the_log_is_shorter_than_a_window(spark,
+                                                                            nexmark_log):
+    """2,000 generated events span a fraction of a second: with 10 s windows nothing is
+    emitted, and a bare "0 rows" would look like a bug (issue 33)."""
+    from jobs.nexmark_job import empty_result_hint
+    from nexmark.queries import make_query
+
+    log = spark.read.format("delta").load(nexmark_log.table_path(tables.ARRIVAL_LOG))
+    month = 30 * 86_400_000
+    hint = empty_result_hint(log, "q5", make_query("q5", {"window_size_ms": month}))
+    assert "of event time and q5's windows are 720 h" in hint
+    assert "--param window_size_ms=" in hint
+    assert empty_result_hint(log, "q5", make_query("q5", {"window_size_ms": 1_000})) == ""

@@ -6,6 +6,7 @@
     python -m jobs backfill [--pipeline per_minute ...] [--from 2026-01-01] [--to 2026-01-02]
     python -m jobs live [--pipeline per_minute ...]   # ingest what is new, update, stop
     python -m jobs live --trigger "2 seconds" [--duration 600]   # the long-running job
+    python -m jobs rollout NAME              # compute a changed pipeline's new version, switch
     python -m jobs nexmark q5 [--mode backfill|live] [--param window_size_ms=10000 ...]
 
 Settings come from the ``PLATFORM_*`` environment variables (docs/settings.md); the
@@ -78,13 +79,21 @@ def _parser() -> argparse.ArgumentParser:
     live.add_argument("--no-ingest", action="store_true",
                       help="only process what is already in the arrival log")
     live.add_argument("--checkpoint", help="checkpoint folder inside the warehouse (one stream "
-                                           "only; default: <warehouse>/streams/<stream>/"
-                                           "_checkpoints/live-<pipelines' versions>)")
+                                           "only; default: the cohorts' own, <warehouse>/"
+                                           "streams/<stream>/_checkpoints/live-*)")
     live.add_argument("--max-files-per-trigger", type=int)
     live.add_argument("--duration", type=float, default=0.0,
                       help="with an interval trigger: stop after this many seconds (0: never)")
     live.add_argument("--metrics-interval", type=float, default=60.0,
                       help="with an interval trigger: seconds between late-data metric updates")
+    rolling = commands.add_parser("rollout", help="compute a changed pipeline's new version "
+                                                  "from the arrival log, then switch readers "
+                                                  "to it (without the long-running job)")
+    rolling.add_argument("pipeline", metavar="NAME", help="the pipeline whose file changed")
+    rolling.add_argument("--no-ingest", action="store_true",
+                         help="only use what is already in the arrival log")
+    rolling.add_argument("--max-files-per-trigger", type=int,
+                         help="arrival-log files per micro-batch (default: all at once)")
     nexmark = commands.add_parser("nexmark", help="run a Nexmark query over a stream's "
                                                   "arrival log")
     nexmark.add_argument("query", choices=["q5", "q7", "q8", "q11", "q12"])
@@ -205,8 +214,9 @@ def _checked(args: argparse.Namespace) -> Plan:
     (jobs/checks.py): every mistake found here is one line naming the setting, status 2."""
     import os
 
-    from jobs import checks
-    from jobs.live.stream import DEFAULT_BUCKETS, default_checkpoint
+    from jobs import checks, versions
+    from jobs.live.cohorts import check_claim, member_of
+    from jobs.live.stream import DEFAULT_BUCKETS, all_live
     from jobs.settings import PlatformSettings, SettingsError
 
     for warning in checks.check_variable_names(os.environ):
@@ -232,8 +242,9 @@ def _checked(args: argparse.Namespace) -> Plan:
         plan.streams = platform.select_streams(names)
         checks.check_ingested(plan.streams[0])
         return plan
-    plan.pipelines = platform.by_stream(platform.select_pipelines(args.pipeline))
-    ingests = args.command == "live" and not args.no_ingest
+    selection = [args.pipeline] if args.command == "rollout" else args.pipeline
+    plan.pipelines = platform.by_stream(platform.select_pipelines(selection))
+    ingests = args.command in ("live", "rollout") and not args.no_ingest
     checkpoint = getattr(args, "checkpoint", None)
     if checkpoint and len(plan.pipelines) > 1:
         raise SettingsError(f"--checkpoint: the pipelines read {len(plan.pipelines)} streams "
@@ -241,6 +252,9 @@ def _checked(args: argparse.Namespace) -> Plan:
                             "checkpoint of its own; give --pipeline of one stream")
     if checkpoint:  # a path from the command line may not reach outside the warehouse
         plan.checkpoint = settings.inside_warehouse(checkpoint, "--checkpoint")
+    for pipelines in plan.pipelines.values():
+        for pipeline in pipelines:  # a source changed is named first: nothing else applies
+            versions.check_same_source(pipeline)
     for stream, pipelines in plan.pipelines.items():
         if ingests:
             checks.check_landing(stream)
@@ -248,11 +262,9 @@ def _checked(args: argparse.Namespace) -> Plan:
             plan.streams.append(stream)
         else:
             checks.check_ingested(stream)
-        for pipeline in pipelines:
-            checks.check_pipeline_mark(pipeline, remember=False)
-        if args.command == "live":
-            checks.check_checkpoint(plan.checkpoint or default_checkpoint(stream, pipelines),
-                                    stream, pipelines, DEFAULT_BUCKETS)
+        if args.command == "live" and plan.checkpoint:
+            check_claim(plan.checkpoint, stream, pipelines, DEFAULT_BUCKETS,
+                        still_live=[member_of(p) for p in all_live(stream)])
     return plan
 
 
@@ -297,7 +309,8 @@ def _list(plan: Plan, as_json: bool) -> int:
         for state in states:
             print(json.dumps(state.as_dict()))
     else:
-        print(render(states, plan.settings.warehouse))
+        print(render(states, plan.settings.warehouse,
+                     retention_ms=plan.settings.versions_retention_ms))
     return 0
 
 
@@ -309,8 +322,8 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
     if args.command == "pipelines":
         _list(plan, args.json)
         return
-    once = args.command == "ingest" or (args.command == "live"
-                                        and args.trigger == "available_now")
+    once = args.command in ("ingest", "rollout") or (args.command == "live"
+                                                     and args.trigger == "available_now")
     if once and storage.is_local(settings.warehouse):
         # a local warehouse needs no JVM to ingest: the ingest log is plain files and the
         # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
@@ -324,8 +337,8 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
             return
         waiting = [s for s in plan.pipelines if not table_exists(s.arrival_log)]
         for stream in waiting:
-            print(f"live {stream.name}: nothing to do: nothing has landed in {stream.landing} "
-                  "yet")
+            print(f"{args.command} {stream.name}: nothing to do: nothing has landed in "
+                  f"{stream.landing} yet")
             del plan.pipelines[stream]
         if not plan.pipelines:
             return
@@ -344,6 +357,8 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
         plan.pipelines = {s: ps for s, ps in todo.items() if ps}
         if not plan.pipelines:
             return
+    if args.command == "rollout" and not _pending_rollouts(plan):
+        return
     from jobs.session import spark_for
 
     spark = spark_for(settings)
@@ -374,6 +389,16 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
                                           max_files_per_trigger=args.max_files_per_trigger)
             print(f"nexmark {args.query} live: {len(report.batches)} micro-batches, "
                   f"{report.rows} rows, {report.late} late{report.hint}")
+    elif args.command == "rollout":
+        from jobs.live.stream import run_rollout
+        from jobs.streams.landing import ingest
+
+        for stream in plan.streams:
+            ingest(spark, stream)
+        for pipelines in plan.pipelines.values():
+            for pipeline in pipelines:
+                run_rollout(spark, pipeline,
+                            max_files_per_trigger=args.max_files_per_trigger)
     elif args.trigger == "available_now":
         from jobs.delta_io import table_exists
         from jobs.live import run_live
@@ -390,6 +415,25 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
                      max_files_per_trigger=args.max_files_per_trigger)
     else:
         _run_long(spark, args, plan, stops.event)
+
+
+def _pending_rollouts(plan: Plan) -> bool:
+    """Whether a rollout has anything to compute, said before Spark starts when not (the
+    file's version already serves, or was restored and serves again)."""
+    from jobs import versions
+
+    for stream, pipelines in list(plan.pipelines.items()):
+        for pipeline in list(pipelines):
+            said = versions.reconcile(pipeline, first_serves_at_once=False).said(pipeline)
+            if said:
+                print(said)
+            if not versions.pending(pipeline):
+                print(f"rollout {pipeline.name}: nothing to roll out: version "
+                      f"{pipeline.version}, its file's, is the one readers see")
+                pipelines.remove(pipeline)
+        if not pipelines:
+            del plan.pipelines[stream]
+    return bool(plan.pipelines)
 
 
 def _run_long(spark, args: argparse.Namespace, plan: Plan, stop: threading.Event) -> None:

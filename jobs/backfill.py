@@ -18,8 +18,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import tables
-from jobs.checks import check_pipeline_mark, nothing_to_backfill
+from jobs import tables, versions
+from jobs.checks import nothing_to_backfill
 from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none, replace_range, rows_written
 from jobs.progress import heartbeat
@@ -82,7 +82,12 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
     log_path = pipeline.table_path(tables.ARRIVAL_LOG)
     if read_table_or_none(spark, log_path) is None:
         raise FileNotFoundError(f"no arrival log at {log_path}: run ingest first")
-    check_pipeline_mark(pipeline, remember=True)
+    if pipeline.recorded:
+        versions.record(pipeline)
+    else:
+        said = versions.reconcile(pipeline).said(pipeline)
+        if said:
+            progress(said)
     if nothing_to_backfill(pipeline, first_day, last_day):
         report = BackfillReport(str(first_day), str(last_day), 0, 0, [], pipeline.name)
         progress(report.summary())

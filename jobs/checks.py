@@ -3,8 +3,9 @@
 :mod:`jobs.settings` checks each setting on its own and :mod:`jobs.registry` the pipeline and
 stream descriptions; the checks here look at what a command is about to do with them: a day
 range that is reversed, a landing folder that is not there, a stream with nothing ingested
-yet, a pipeline whose tables or live checkpoint were written by another version of it, a
-misspelt ``PLATFORM_*`` variable. Each raises :class:`~jobs.errors.SettingsError`
+yet, a pipeline description that names another stream than its tables were computed from,
+a live checkpoint that does not hold the versions to run, a misspelt ``PLATFORM_*``
+variable. Each raises :class:`~jobs.errors.SettingsError`
 with one line naming the argument or setting, so the command line (status 2) and the Dagster
 assets fail the same way, in a second, before any data is touched. No Spark here: everything is
 read with plain Python (remote locations are left to the job that reaches them).
@@ -20,14 +21,11 @@ from collections.abc import Mapping
 from deltalake.exceptions import DeltaError
 
 from jobs import fast_writes, storage
-from jobs.registry import Pipeline, version_of
+from jobs.registry import Pipeline
 from jobs.settings import SettingsError
 from jobs.streams import Stream
-from operators.pipeline import PipelineSpec
 
 DAY_MS = 86_400_000
-PIPELINE_MARK = ("_platform", "pipeline.json")
-"""Where a pipeline's folder remembers the version its tables were written with."""
 
 
 def check_day_range(first_day: str | None, last_day: str | None,
@@ -84,11 +82,6 @@ def nothing_to_backfill(pipeline: Pipeline, first_day: str | None,
                                for day in days):
             return False
     return True
-
-
-def fingerprint(spec: PipelineSpec) -> str:
-    """A short digest of a pipeline description: its version (jobs/registry.py)."""
-    return version_of(spec)
 
 
 def _landing_setting(stream: Stream) -> str:
@@ -154,27 +147,6 @@ def _recorded(mark: str, warehouse: str) -> dict | None:
         return {}
 
 
-def check_pipeline_mark(pipeline: Pipeline, *, remember: bool) -> None:
-    """A pipeline's tables hold the rows of one version of it: a range backfill replaces only
-    its own days, so a changed description would leave rows of two versions side by side.
-    The first command that writes a pipeline's tables records its version (``remember``); a
-    later command with another version is refused, with what to do."""
-    mark = storage.join(pipeline.folder, *PIPELINE_MARK)
-    found = _recorded(mark, pipeline.settings.warehouse)
-    if found is None:
-        if remember:
-            storage.write_small_text(mark, json.dumps({"version": pipeline.version,
-                                                       "pipeline": pipeline.path}))
-        return
-    if found.get("version") != pipeline.version:
-        raise SettingsError(
-            f"{pipeline.path} changed since pipeline {pipeline.name}'s tables were written "
-            f"(version {found.get('version')}; now {pipeline.version}): its tables would mix "
-            "two versions' rows. Restore the file, or give the changed pipeline a new name (a "
-            f"new file); to recompute {pipeline.name} itself, delete its tables "
-            f"({pipeline.folder}) and run a backfill")
-
-
 def check_stream_mark(stream: Stream, *, remember: bool) -> None:
     """The arrival log records each record's watermark as the stream's strategy computed it,
     and ingest carries the strategy's state from batch to batch: a stream whose watermark
@@ -194,37 +166,6 @@ def check_stream_mark(stream: Stream, *, remember: bool) -> None:
             "first ingest; its arrival log holds the watermarks the earlier strategy computed, "
             "and ingest carries that strategy's state. Restore the watermark section, or "
             "describe a new stream (a new file) with this one")
-
-
-def checkpoint_identity(stream: Stream, pipelines: list[Pipeline], buckets: int) -> dict:
-    """What a live checkpoint's state is the state of: the stream, each pipeline's version,
-    and the bucketing of keys."""
-    return {"stream": stream.name,
-            "pipelines": {p.name: p.version for p in sorted(pipelines, key=lambda p: p.name)},
-            "buckets": buckets}
-
-
-def check_checkpoint(checkpoint: str, stream: Stream, pipelines: list[Pipeline],
-                     buckets: int) -> None:
-    """A live checkpoint holds state in the shape of one set of pipeline versions
-    (``<checkpoint>/platform/stream.json``, written by the live stream): refuse another
-    set's before Spark reads it. The stream checks again itself (remote checkpoints, Dagster
-    runs)."""
-    try:
-        text = storage.read_small_text(storage.join(checkpoint, "platform", "stream.json"))
-    except OSError as error:
-        raise SettingsError(f"--checkpoint ({checkpoint}) cannot be read: "
-                            f"{storage.describe_error(error)}") from None
-    if text is None:
-        return
-    found = json.loads(text)
-    wanted = checkpoint_identity(stream, pipelines, buckets)
-    if found != wanted:
-        raise SettingsError(
-            f"--checkpoint ({checkpoint}) was written for other pipelines or another bucket "
-            f"count ({found}; this run: {wanted}); give a new --checkpoint (the tables are "
-            "kept; the new one computes them again from the arrival log) or run the pipelines "
-            "it was written for")
 
 
 def check_variable_names(env: Mapping[str, str]) -> list[str]:

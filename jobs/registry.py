@@ -15,10 +15,11 @@ watermark strategy, a pipeline the Spark runtimes cannot run, an empty or missin
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,22 +39,57 @@ PIPELINE_TABLES = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_
                    tables.BATCH_METRICS, tables.WINDOW_ASSIGNMENTS)
 
 
-def version_of(spec: PipelineSpec) -> str:
-    """A pipeline's version: a digest of what its rows depend on (its description without the
-    words of ``description``); equal descriptions, equal versions."""
-    return hashlib.sha256(repr(replace(spec, description=None)).encode()).hexdigest()[:16]
+def user_modules(spec: PipelineSpec) -> list[str]:
+    """The modules of the user code a pipeline names (its aggregates' ``module:Class``)."""
+    return sorted({a.fn.partition(":")[0] for a in spec.aggregates if a.is_user_defined})
+
+
+def code_fingerprints(spec: PipelineSpec, where: str = "pipeline") -> dict[str, str]:
+    """Module -> digest of its source file, for the user code the pipeline names, unless the
+    description declares a ``version`` label (which then stands for that code). A module that
+    cannot be found is refused here, naming ``where``, before anything is written."""
+    if spec.version is not None:
+        return {}
+    found = {}
+    for module in user_modules(spec):
+        try:
+            origin = getattr(importlib.util.find_spec(module), "origin", None)
+        except (ImportError, ValueError) as error:
+            raise SettingsError(f"{where}: cannot import {module!r} ({error})") from None
+        if not origin or not Path(origin).is_file():
+            raise SettingsError(f"{where}: cannot import {module!r}: no such module on this "
+                                "machine's Python path (install it, or put it on PYTHONPATH)")
+        found[module] = hashlib.sha256(Path(origin).read_bytes()).hexdigest()[:16]
+    return found
+
+
+def version_of(spec: PipelineSpec, code: dict[str, str] | None = None) -> str:
+    """A pipeline's version: a digest of what its rows depend on: its description without the
+    words of ``description``, and the source of the user code it names (``code``, from
+    :func:`code_fingerprints`); equal descriptions and code, equal versions."""
+    text = repr(replace(spec, description=None))
+    if code:
+        text += "\n" + json.dumps(sorted(code.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, eq=False)
 class Pipeline:
-    """One pipeline of the platform: its name, description, stream, and where its tables
-    live (``<warehouse>/pipelines/<name>/``)."""
+    """One version of one pipeline of the platform: its name, description, stream, version,
+    and where its tables live (``<warehouse>/pipelines/<name>/versions/<version>/``; which
+    version readers see is kept by jobs/versions.py)."""
 
     name: str
     spec: PipelineSpec
     stream: Stream
     path: str
     """The description file."""
+    version: str
+    """:func:`version_of` the description and the user code it names."""
+    code: dict[str, str] = field(default_factory=dict)
+    """The fingerprints the version covers (module -> digest of its source)."""
+    recorded: bool = False
+    """Rebuilt from its version record (jobs/versions.py), not read from its file now."""
 
     @property
     def settings(self) -> PlatformSettings:
@@ -63,22 +99,25 @@ class Pipeline:
     def time_zone(self) -> str:
         return self.settings.time_zone
 
-    @cached_property
-    def version(self) -> str:
-        return version_of(self.spec)
+    @property
+    def root(self) -> str:
+        """``<warehouse>/pipelines/<name>``: every version's tables and the version records."""
+        return storage.join(self.settings.warehouse, "pipelines", self.name)
 
     @property
     def folder(self) -> str:
-        return storage.join(self.settings.warehouse, "pipelines", self.name)
+        """This version's tables: ``<root>/versions/<version>``."""
+        return storage.join(self.root, "versions", self.version)
 
     def table_path(self, table: str) -> str:
-        """A table this pipeline reads or writes: its stream's arrival log and quarantine,
+        """A table this version reads or writes: its stream's arrival log and quarantine,
         or one of its own tables."""
         if table in STREAM_TABLES:
             return self.stream.table_path(table)
         if table not in PIPELINE_TABLES:
             raise ValueError(f"{table!r} is not a pipeline's table ({', '.join(PIPELINE_TABLES)})")
-        return self.settings.table_path(storage.join("pipelines", self.name, table))
+        return self.settings.table_path(storage.join("pipelines", self.name, "versions",
+                                                     self.version, table))
 
     def tables(self) -> list[str]:
         """The tables this pipeline writes (the window assignments only for pipelines the
@@ -197,7 +236,22 @@ def load_streams(settings: PlatformSettings) -> dict[str, Stream]:
 
 def load_pipeline_file(file: Path, streams: dict[str, Stream]) -> PipelineSpec:
     """One pipeline description, checked against the streams it may read."""
-    raw = _read(file)
+    return check_pipeline(_read(file), file, streams)
+
+
+def pipeline_from_text(name: str, text: str, file: str, streams: dict[str, Stream],
+                       version: str, code: dict[str, str]) -> Pipeline:
+    """A version of a pipeline as recorded (jobs/versions.py): its description's text as it
+    was when the version was first run, whatever the file says now."""
+    import yaml
+
+    spec = check_pipeline(yaml.safe_load(text), f"{file} (version {version})", streams)
+    return Pipeline(name, spec, streams[spec.source], file, version, dict(code), recorded=True)
+
+
+def check_pipeline(raw: object, file: Path | str, streams: dict[str, Stream]) -> PipelineSpec:
+    """A pipeline description (parsed YAML), checked against the streams it may read; errors
+    name ``file``."""
     if isinstance(raw, dict) and raw.get("watermark") is not None:
         source = raw.get("source")
         where = f" ({streams[source].path})" if source in streams else ""
@@ -232,5 +286,7 @@ def load_platform(settings: PlatformSettings) -> Platform:
             raise SettingsError(f"{file}: a pipeline may not have the name of a stream "
                                 f"({streams[name].path}): Dagster groups both by name")
         spec = load_pipeline_file(file, streams)
-        pipelines[name] = Pipeline(name, spec, streams[spec.source], str(file))
+        code = code_fingerprints(spec, str(file))
+        pipelines[name] = Pipeline(name, spec, streams[spec.source], str(file),
+                                   version_of(spec, code), code)
     return Platform(streams, pipelines)

@@ -137,6 +137,15 @@ class PlatformSettings(BaseSettings):
         description="How the landing sensor's run updates the windowed tables after ingest: "
                     "'live' (= 'auto': the live job, AvailableNow) or 'backfill' (the "
                     "days it touched)")
+    # -- pipeline versions ----------------------------------------------------------------------
+    versions_retention_ms: Duration = Field(7 * DAY_MS, gt=0,
+        validation_alias="PLATFORM_VERSIONS_RETENTION",
+        description="How long a pipeline version's tables are kept after readers switched "
+                    "away from it (restoring its file within that time switches back at once)")
+    rollout_max_files_per_trigger: int = Field(20, ge=1,
+        description="Arrival-log files per micro-batch of a new pipeline version catching up "
+                    "inside the long-running job (smaller: less in the way of the live "
+                    "versions; larger: a faster rollout)")
     # -- Dagster automation and monitoring ------------------------------------------------------
     landing_grace_seconds: float = Field(300.0, ge=0,
         description="Seconds before the newest landing file seen within which the landing "

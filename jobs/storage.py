@@ -9,9 +9,11 @@ through the JVM's Hadoop FileSystem otherwise, so no code assumes a local disk.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -111,6 +113,31 @@ def write_small_text(location: str, text: str) -> None:
     filesystem, path = arrow_filesystem(location)
     with filesystem.open_output_stream(path) as handle:
         handle.write(text.encode("utf-8"))
+
+
+def delete_tree(location: str) -> None:
+    """Remove a folder and everything below it (nothing when it is not there); no Spark."""
+    if is_local(location):
+        shutil.rmtree(local_path(location), ignore_errors=True)
+        return
+    filesystem, path = arrow_filesystem(location)
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_dir(path)
+
+
+def list_folders(location: str) -> list[str]:
+    """Names of the folders directly in ``location`` (none when it is not there); no Spark."""
+    if is_local(location):
+        path = local_path(location)
+        return sorted(e.name for e in os.scandir(path) if e.is_dir()) if path.is_dir() else []
+    from pyarrow import fs
+
+    filesystem, path = arrow_filesystem(location)
+    try:
+        infos = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    return sorted(info.base_name for info in infos if info.type == fs.FileType.Directory)
 
 
 class Files:

@@ -56,6 +56,16 @@ def partition_values(table_path: str, column: str) -> set | None:
             if records != 0}
 
 
+def row_count(table_path: str) -> int | None:
+    """Rows of a Delta table from its file statistics (``None``: no table)."""
+    actions = _actions(table_path)
+    if actions is None:
+        return None
+    if "num_records" not in actions.column_names:
+        return 0
+    return int(sum(n or 0 for n in actions.column("num_records").to_pylist()))
+
+
 def _actions(table_path: str) -> pa.Table | None:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError

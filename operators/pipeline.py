@@ -65,6 +65,7 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
       - {name: events, fn: count}
       - {name: value_sum, fn: sum, field: value}
       - {name: spread, fn: "mypackage.stats:Spread", field: value}   # operators/user_functions.py
+    version: "2"                           # optional label; see PipelineSpec.version
 """
 
 from __future__ import annotations
@@ -532,6 +533,11 @@ class PipelineSpec(_Section):
     allowed_lateness_ms: _duration(0) = Field(0, alias="allowed_lateness")  # type: ignore[valid-type]
     aggregates: tuple[AggregateSpec, ...] = Field(
         default=(), json_schema_extra={"minItems": 1, "default": list(_DEFAULT_AGGREGATES)})
+    version: str | None = Field(None, strict=True, min_length=1, max_length=64,
+                                pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """A label for this version of the pipeline (``"2"``, ``"spend-fix"``): its version
+    fingerprint then covers the description, label included, instead of the source of the user
+    code it names. Without one, the named modules' source files are fingerprinted."""
 
     @model_validator(mode="before")
     @classmethod

@@ -182,7 +182,7 @@ def _enrich(assets: list, instance, resources: dict, platform) -> bool:
 
 
 def print_summary(spark, settings, seconds: float) -> None:
-    from jobs import tables
+    from jobs import tables, versions
     from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
     from jobs.reports import metric_totals, table_counts
 
@@ -195,11 +195,12 @@ def print_summary(spark, settings, seconds: float) -> None:
         for name, rows in table_counts(spark, paths).items():
             shown = "-" if rows is None else rows
             print(f"    {name:<25} {shown:>9} rows   {paths[name]}")
-    for pipeline in platform.pipelines.values():
+    for pipeline in map(versions.serving_pipeline, platform.pipelines.values()):
         names = [tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS]
         paths = {name: pipeline.table_path(name) for name in names}
         totals = metric_totals(spark, pipeline)
-        print(f"  pipeline {pipeline.name} (stream {pipeline.stream.name}): on time "
+        print(f"  pipeline {pipeline.name} (stream {pipeline.stream.name}, version "
+              f"{pipeline.version}): on time "
               f"{totals['on_time']}, late within lateness {totals['late_within_lateness']}, "
               f"dropped as too late {totals['dropped_late']}, quarantined "
               f"{totals['quarantined']}")

@@ -35,6 +35,7 @@ from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import WINDOWED_TABLES, day_partition_metadata
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.table_specs import pipeline_key, stream_key, table_path_metadata
+from platform_defs.version_views import switched_events, version_metadata
 
 
 def ingest_materializations(stream: Stream, report: IngestReport
@@ -61,9 +62,9 @@ def day_materializations(pipeline: Pipeline, metrics: Iterable[dict],
         day = str(row["window_end_date"])
         if day < first_partition:
             continue  # written, but before the first Dagster partition
+        about_versions = version_metadata(pipeline)
         for name in WINDOWED_TABLES:
-            metadata = {**table_path_metadata(pipeline.table_path(name)),
-                        "pipeline_version": pipeline.version}
+            metadata = {**table_path_metadata(pipeline.table_path(name)), **about_versions}
             if name == tables.LATE_DATA_METRICS:
                 metadata.update(day_partition_metadata(pipeline, day, row,
                                                        (detail or {}).get(day), watermark))
@@ -117,13 +118,15 @@ def live_increment(context: OpExecutionContext, config: IncrementConfig,
     session = spark.session()
     step = run_increment(session, stream, progress=context.log.info, engine=config.engine)
     yield from ingest_materializations(stream, step.ingest)
-    for name, days in step.pipelines.items():
-        pipeline = settings.platform.pipelines[name]
-        context.log.info(f"{name} ({step.engine}): days {days.first_day} .. {days.last_day}")
+    for key, days in step.pipelines.items():
+        pipeline = days.pipeline
+        context.log.info(f"{key} ({step.engine}): days {days.first_day} .. {days.last_day}")
         detail = (late_detail(session, pipeline, days.first_day, days.last_day)
                   if days.first_day and days.last_day else {})
         yield from day_events(pipeline, days.metrics, monitoring_thresholds,
                               context.instance, detail)
+    if step.live_report is not None:
+        yield from switched_events(settings, step.live_report.switched)
 
 
 @job(description="Incremental run of a stream: ingest its new landing files and update the "

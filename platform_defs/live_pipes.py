@@ -50,6 +50,7 @@ from platform_defs.live_job import (
 )
 from platform_defs.resources import PlatformResource
 from platform_defs.table_specs import pipeline_key
+from platform_defs.version_views import switch_observations, version_of
 
 PROJECT = Path(__file__).parent.parent
 Event = AssetMaterialization | AssetObservation | AssetCheckEvaluation
@@ -83,9 +84,11 @@ def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          f"{message['first_day']} .. {message['last_day']}, {report.records} "
                          "records ingested")
         yield from ingest_materializations(stream, report)
-        for name, days in message["pipelines"].items():
-            yield from day_events(settings.platform.pipelines[name], days["metrics"],
-                                  monitoring_thresholds, context.instance)
+        for days in message["pipelines"].values():
+            yield from day_events(version_of(settings, days["pipeline"], days["version"]),
+                                  days["metrics"], monitoring_thresholds, context.instance)
+        for switched in message.get("switched", []):
+            yield from switch_observations(settings, switched)
 
 
 @job(description="The incremental run in a subprocess (Dagster Pipes): for long-running or "
@@ -134,10 +137,14 @@ class _StreamRecorder:
                     description=f"live micro-batch {message['batch_id']}")
             elif kind == "ingest":
                 yield from ingest_materializations(self.stream, _ingest_report(message))
+            elif kind == "switch":
+                yield from switch_observations(self.settings, {
+                    k: v for k, v in message.items() if k not in ("kind", "stream")})
             elif kind == "stopped":
-                for name, metrics in message["pipelines"].items():
-                    yield from day_events(self.settings.platform.pipelines[name], metrics,
-                                          self.thresholds, self.context.instance)
+                for written in message["pipelines"].values():
+                    yield from day_events(
+                        version_of(self.settings, written["pipeline"], written["version"]),
+                        written["metrics"], self.thresholds, self.context.instance)
         self.handled = len(messages)
 
 

@@ -252,4 +252,6 @@ def batch_metadata(summary: Mapping) -> dict[str, object]:
             values[name[:-3]] = views.human_duration(value)
     for name in ("batch_id", "records", "panes", "late_records"):
         values[name] = int(summary.get(name) or 0)
+    if summary.get("version"):
+        values["pipeline_version"] = str(summary["version"])
     return values

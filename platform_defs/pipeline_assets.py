@@ -26,7 +26,7 @@ from dagster import (
 )
 from pyspark.sql import SparkSession
 
-from jobs import tables
+from jobs import tables, versions
 from jobs.backfill import BackfillReport, run_backfill
 from jobs.checks import check_partition_range
 from jobs.days import day_end_ms, final_flag
@@ -46,6 +46,7 @@ from platform_defs.table_specs import (
     stream_key,
     table_path_metadata,
 )
+from platform_defs.version_views import results_versions_metadata, version_metadata
 
 WINDOWED_TABLES = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
 RESULTS_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=26),
@@ -72,7 +73,7 @@ def day_partition_metadata(pipeline: Pipeline, day: str, row: dict,
     final = final_flag(day, watermark, lateness, pipeline.time_zone)
     final_at = day_end_ms(date.fromisoformat(day), pipeline.time_zone) - 1 + lateness
     return {**monitoring.day_metadata(row, detail), "final": final,
-            "finality": finality_text(final, final_at), "pipeline_version": pipeline.version}
+            "finality": finality_text(final, final_at), **version_metadata(pipeline)}
 
 
 def windowed_results(context: AssetExecutionContext, pipeline: Pipeline,
@@ -91,15 +92,17 @@ def windowed_results(context: AssetExecutionContext, pipeline: Pipeline,
             day_partition_metadata(pipeline, day, row, detail.get(day), watermark),
             asset_key=metrics_key, partition_key=day)
     summary = monitoring.summarise(report.metrics)
+    about_versions = version_metadata(pipeline)
     yield MaterializeResult(asset_key=pipeline_key(pipeline, tables.WINDOW_RESULTS), metadata={
         **table_path_metadata(pipeline.table_path(tables.WINDOW_RESULTS)),
         "range_rows": report.results, "first_day": report.first_day,
-        "last_day": report.last_day, "pipeline_version": pipeline.version})
+        "last_day": report.last_day, **about_versions,
+        **results_versions_metadata(pipeline)})
     yield MaterializeResult(asset_key=pipeline_key(pipeline, tables.LATE_RECORDS), metadata={
         **table_path_metadata(pipeline.table_path(tables.LATE_RECORDS)),
-        "range_rows": report.late})
+        "range_rows": report.late, **about_versions})
     yield MaterializeResult(asset_key=metrics_key, metadata={
-        **table_path_metadata(pipeline.table_path(tables.LATE_DATA_METRICS)),
+        **table_path_metadata(pipeline.table_path(tables.LATE_DATA_METRICS)), **about_versions,
         "first_day": report.first_day, "last_day": report.last_day,
         "range_summary": MetadataValue.json(summary),
         "worst_lateness_p99": human_duration(summary.get("lateness_p99_ms_max")),
@@ -123,9 +126,10 @@ def pipeline_assets(pipeline: Pipeline, owners: list[str] = OWNERS,
                        stream_key(pipeline.stream, tables.QUARANTINE))
     about = f"{pipeline.spec.description} " if pipeline.spec.description else ""
     tag = {"pipeline_version": pipeline.version, "pipeline_file": pipeline.path}
+    readers = versions.serving_pipeline(pipeline)  # the tables readers see, when loaded
 
     def table_metadata(table: str, **schema) -> dict:
-        return {**spec_metadata(table, pipeline.table_path(table), **schema), **tag}
+        return {**spec_metadata(table, readers.table_path(table), **schema), **tag}
 
     specs = [
         AssetSpec(pipeline_key(name, tables.WINDOW_RESULTS), group_name=group, owners=owners,

@@ -47,6 +47,7 @@ LONGEST_FIRST = (
     "tests/faults/test_kills.py",
     "tests/dagster/test_live_spark.py",
     "tests/test_determinism.py",
+    "tests/test_rollout.py",
     "tests/nexmark/test_spark.py",
     "tests/test_enrichment_spark.py",
     "tests/dagster/test_browser.py",

@@ -72,8 +72,9 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
     assert events[ENRICHED] + events[DEAD_LETTERS] == events[RESPONSES] == \
         events[tables.ARRIVAL_LOG]
     assert events[ENRICHED] > 0 and events[tables.QUARANTINE] > 0
-    assert re.search(r"pipeline per_minute \(stream events\): on time \d+, late within "
-                     r"lateness \d+, dropped as too late \d+, quarantined \d+", output)
+    assert re.search(r"pipeline per_minute \(stream events, version [0-9a-f]{16}\): on time "
+                     r"\d+, late within lateness \d+, dropped as too late \d+, quarantined "
+                     r"\d+", output)
     assert f"PLATFORM_HOME={home} ./platform ui" in output  # opens what was just built
     # the last three whole days before today: the UI's per-partition plots show recent days
     per_minute = platform.pipelines["per_minute"]

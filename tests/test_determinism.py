@@ -87,7 +87,9 @@ def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, backfi
     stream = events(settings)
     report = run_live(spark, stream, max_files_per_trigger=1, **QUIET)
     assert len(report.batches) >= INGEST_BATCHES  # one batch per file, plus timer-only ones
-    assert set(report.pipeline_batches) == set(PIPELINES)  # one query fed both pipelines
+    assert {v.name for v in report.versions.values()} == set(PIPELINES)
+    assert len(report.pipeline_batches) == len(PIPELINES)  # one query fed both pipelines
+    assert len({b["batch_id"] for b in report.batches}) == len(report.batches)
     assert_all_same(backfilled, settings, spark)
     log_size = spark.read.format("delta").load(stream.arrival_log).count()
     quarantined = spark.read.format("delta").load(stream.quarantine).count()

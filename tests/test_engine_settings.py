@@ -5,6 +5,7 @@ tests/cluster."""
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -142,4 +143,4 @@ def test_a_first_start_names_an_ivy_settings_file_that_is_there(tmp_path, monkey
     assert "spark.jars" not in config
     settings_file = config["spark.jars.ivySettings"]
     assert settings_file == str(spark_jars.IVY_SETTINGS)
-    assert "repo1.maven.org" in open(settings_file).read()
+    assert "repo1.maven.org" in Path(settings_file).read_text()

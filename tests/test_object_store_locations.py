@@ -85,27 +85,35 @@ def test_a_missing_object_store_landing_is_reported_missing(store, monkeypatch):
 
 def test_a_warehouse_in_the_object_store_keeps_its_pipelines_versions(store, monkeypatch,
                                                                       tmp_path):
-    """The first command records each pipeline's version in the bucket; a changed pipeline
-    is refused before anything starts, as on local disk."""
-    from jobs.checks import check_pipeline_mark
-    from jobs.settings import PlatformSettings, SettingsError
+    """A pipeline's version records and the file saying which version readers see live in
+    the bucket as on local disk: the first version serves, a changed description is pending
+    (readers stay on the first) until a switch, and switching back needs no new record."""
+    from jobs import versions
+    from jobs.settings import PlatformSettings
     from tests.platform_home import PER_MINUTE, platform_env
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)
     store.create_bucket("marks")
-    env = {**platform_env(tmp_path / "home", {"counts": PER_MINUTE}),
-           "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
-    counts = PlatformSettings.from_env(env).platform.pipelines["counts"]
-    check_pipeline_mark(counts, remember=True)
+
+    def counts(text: str):
+        env = {**platform_env(tmp_path / "home", {"counts": text}),
+               "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
+        return PlatformSettings.from_env(env).platform.pipelines["counts"]
+
+    first = counts(PER_MINUTE)
+    assert versions.reconcile(first).said(first) == \
+        f"counts: version {first.version} serves (its first)"
     assert store.keys("marks", "warehouse/pipelines/counts/_platform/")
-    check_pipeline_mark(counts, remember=True)  # the same version again: fine
-    changed = PER_MINUTE.replace("size: 1m", "size: 2m")
-    env = {**platform_env(tmp_path / "home", {"counts": changed}),
-           "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
-    with pytest.raises(SettingsError, match="counts.yaml changed since pipeline counts's"):
-        check_pipeline_mark(PlatformSettings.from_env(env).platform.pipelines["counts"],
-                            remember=True)
+    assert versions.reconcile(first).said(first) is None  # the same version again
+    changed = counts(PER_MINUTE.replace("size: 1m", "size: 2m"))
+    assert versions.reconcile(changed).state == versions.PENDING
+    assert versions.serving_pipeline(changed).version == first.version
+    assert versions.serving_pipeline(changed).spec.window.size_ms == 60_000  # as recorded
+    versions.switch(changed, changed.version, "test")
+    assert versions.serving(first).version == changed.version
+    assert [s.state for s in versions.version_states(changed)] == [versions.SERVING,
+                                                                   versions.RETIRED]
 
 
 def test_an_object_store_warehouse_without_an_arrival_log_is_refused(store, monkeypatch,

@@ -23,7 +23,7 @@ def test_every_file_is_a_pipeline_named_after_it_with_tables_of_its_own(tmp_path
     counts, sessions = platform.pipelines["counts"], platform.pipelines["sessions"]
     assert counts.stream is sessions.stream is platform.streams["events"]  # ingested once
     assert counts.table_path("window_results") == str(
-        warehouse / "pipelines" / "counts" / "window_results")
+        warehouse / "pipelines" / "counts" / "versions" / counts.version / "window_results")
     assert counts.table_path("arrival_log") == sessions.table_path("arrival_log") == str(
         warehouse / "streams" / "events" / "arrival_log")
     assert counts.tables() == ["window_results", "late_records", "late_data_metrics",

@@ -31,8 +31,10 @@ ENGINES = ("auto", "live", "backfill")
 
 @dataclass
 class PipelineDays:
-    """What an increment wrote for one pipeline: the days and their late-data metrics."""
+    """What an increment wrote for one pipeline version: the days and their late-data
+    metrics."""
 
+    pipeline: Pipeline
     first_day: str | None = None
     last_day: str | None = None
     metrics: list[dict] = field(default_factory=list)
@@ -45,6 +47,7 @@ class Increment:
     engine: str
     """``backfill`` (affected days recomputed) or ``live`` (``jobs.live.run_live``)."""
     pipelines: dict[str, PipelineDays] = field(default_factory=dict)
+    """Per pipeline version written (``name@version``)."""
     live_report: LiveReport | None = None
 
     @property
@@ -109,9 +112,9 @@ def run_increment(spark: SparkSession, stream: Stream, pipelines: list[Pipeline]
             progress("no arrival log yet: nothing to update")
             return Increment(report, "live")
         live = run_live(spark, stream, pipelines, progress=progress)
-        days = {p.name: PipelineDays(*live.days[p.name], _metrics_rows(spark, p,
-                                                                       live.days[p.name]))
-                for p in pipelines if p.name in live.days}
+        days = {key: PipelineDays(live.versions[key], *span,
+                                  _metrics_rows(spark, live.versions[key], span))
+                for key, span in live.days.items()}
         return Increment(report, "live", days, live)
     if report.batch_id is None:
         progress("no new landing files: nothing to do")
@@ -122,8 +125,8 @@ def run_increment(spark: SparkSession, stream: Stream, pipelines: list[Pipeline]
         if first is None:
             continue
         windows = run_backfill(spark, pipeline, first.isoformat(), None, progress=progress)
-        written[pipeline.name] = PipelineDays(windows.first_day, windows.last_day,
-                                              windows.metrics)
+        written[f"{pipeline.name}@{pipeline.version}"] = PipelineDays(
+            pipeline, windows.first_day, windows.last_day, windows.metrics)
     return Increment(report, "backfill", written)
 
 

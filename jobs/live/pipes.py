@@ -74,9 +74,13 @@ def run_once(pipes, progress: Callable[[str], None], args: argparse.Namespace) -
         "kind": "increment", "engine": step.engine, "stream": stream.name,
         "first_day": step.first_day, "last_day": step.last_day,
         "ingest": _ingest_message(step.ingest),
-        "pipelines": {name: {"first_day": days.first_day, "last_day": days.last_day,
-                             "metrics": [_row(row) for row in days.metrics]}
-                      for name, days in step.pipelines.items()}})
+        "pipelines": {key: {"pipeline": days.pipeline.name,
+                            "version": days.pipeline.version,
+                            "first_day": days.first_day, "last_day": days.last_day,
+                            "metrics": [_row(row) for row in days.metrics]}
+                      for key, days in step.pipelines.items()},
+        "switched": [done.as_metadata() for done in
+                     (step.live_report.switched if step.live_report else [])]})
 
 
 def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace) -> None:
@@ -100,17 +104,22 @@ def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace)
         pipes.report_custom_message({"kind": "ingest", "stream": stream.name,
                                      **_ingest_message(report)})
 
+    def on_switch(done) -> None:
+        pipes.report_custom_message({"kind": "switch", "stream": stream.name,
+                                     **done.as_metadata()})
+
     report = stream_job(spark, stream, trigger=args.trigger, poll_s=args.poll,
                         duration_s=args.duration, max_batches=args.max_batches,
                         metrics_interval_s=args.metrics_interval, stop=stop, progress=progress,
-                        on_ingest=on_ingest, on_flush=on_flush)
-    metrics: dict[str, list[dict]] = {}
-    for name, days in report.days.items():
-        pipeline = settings.platform.pipelines[name]
-        metrics[name] = [_row(row.asDict()) for row in spark.read.format("delta")
-                         .load(pipeline.table_path(tables.LATE_DATA_METRICS))
-                         .where(F.col("window_end_date").between(*days))
-                         .orderBy("window_end_date").collect()]
+                        on_ingest=on_ingest, on_flush=on_flush, on_switch=on_switch)
+    metrics: dict[str, dict] = {}
+    for key, days in report.days.items():
+        pipeline = report.versions[key]
+        metrics[key] = {"pipeline": pipeline.name, "version": pipeline.version,
+                        "metrics": [_row(row.asDict()) for row in spark.read.format("delta")
+                                    .load(pipeline.table_path(tables.LATE_DATA_METRICS))
+                                    .where(F.col("window_end_date").between(*days))
+                                    .orderBy("window_end_date").collect()]}
     pipes.report_custom_message({"kind": "stopped", "stream": stream.name,
                                  "batches": len(report.batches), "pipelines": metrics})
 

@@ -107,13 +107,23 @@ class PipelineSink:
     on_flush: Callable[[list[dict]], None] | None = None
     """Called with the batch rows of each flush (the long-running job reports them)."""
 
+    label: str = ""
+    """How progress lines and batch summaries name it: the pipeline's name, or
+    ``name@version`` when its cohort computes two versions of the pipeline."""
+
+    @property
+    def key(self) -> str:
+        """The cohort's name of this version (jobs/live/cohorts.py): its rows and state."""
+        return f"{self.pipeline.name}@{self.pipeline.version}"
+
     def __post_init__(self) -> None:
+        self.label = self.label or self.pipeline.name
         self._lock = threading.Lock()
         self.flush_seconds = 0.0
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
         self.files = Files(self.spark)
-        self.folder = storage.join(self.checkpoint, "platform", "batches", self.pipeline.name) \
+        self.folder = storage.join(self.checkpoint, "platform", "batches", self.key) \
             if self.checkpoint else None
         self.last_flush = time.monotonic()
         if self.folder:  # batches a crash left unflushed
@@ -132,6 +142,7 @@ class PipelineSink:
         if summary is None:
             return None
         summary["pipeline"] = self.pipeline.name
+        summary["version"] = self.pipeline.version
         summary["seconds"] = round(time.monotonic() - started, 3)
         summary["written_at"] = time.time()
         self._keep(summary)
@@ -140,7 +151,7 @@ class PipelineSink:
     def after_batch(self) -> None:
         """Flush the metrics when they are due (at once, or in the background)."""
         if self._flush_error is not None:
-            raise RuntimeError(f"writing the late-data metrics of {self.pipeline.name} "
+            raise RuntimeError(f"writing the late-data metrics of {self.key} "
                                "failed") from self._flush_error
         if not self.metrics_interval_s:
             self.flush()
@@ -170,7 +181,7 @@ class PipelineSink:
         if self._flusher is not None:
             self._flusher.join()
         if self._flush_error is not None:
-            raise RuntimeError(f"writing the late-data metrics of {self.pipeline.name} "
+            raise RuntimeError(f"writing the late-data metrics of {self.key} "
                                "failed") from self._flush_error
         self.flush()
 
@@ -277,7 +288,7 @@ class PipelineSink:
         self._forget(pending)
         self.flush_seconds = time.monotonic() - started
         days = f" and days {self.days[0]} .. {self.days[1]}" if self.days else ""
-        self.progress(f"live {self.pipeline.name}: late-data metrics of {len(pending)} "
+        self.progress(f"live {self.label}: late-data metrics of {len(pending)} "
                       f"batches{days} written "
                       f"({self.flush_seconds:.1f} s)")
         if self.on_flush is not None:
@@ -444,14 +455,14 @@ class StreamSink:
         rows = batch.toArrow().to_pandas()
         if rows.empty:
             return  # a batch with no output at all
-        parts = [pipeline_rows(rows, index, sink.pipeline.name, sink.pipeline.spec)
+        parts = [pipeline_rows(rows, index, sink.key, sink.pipeline.spec)
                  for index, sink in enumerate(self.sinks)]
         with ThreadPoolExecutor(max_workers=len(self.sinks),
                                 thread_name_prefix="pipeline-sink") as pool:
             futures = [pool.submit(sink.write, part, batch_id)
                        for sink, part in zip(self.sinks, parts, strict=True)]
             summaries = [future.result() for future in futures]
-        written = {sink.pipeline.name: summary
+        written = {sink.label: summary
                    for sink, summary in zip(self.sinks, summaries, strict=True) if summary}
         if not written:
             return

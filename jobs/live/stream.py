@@ -1,30 +1,27 @@
 """The live stream of a stream's pipelines: Structured Streaming over its arrival log, state in
 Spark's state store.
 
-One query per stream runs every pipeline that reads it: each micro-batch is read once and fed
-to every pipeline (jobs/live/fanout.py), and each pipeline's tables are written on their own
-(jobs/live/sink.py). ``run_live`` processes everything ingested since the last run and stops
-(what Dagster launches after an ingest); ``start_live(trigger="2 seconds")`` keeps running;
-:func:`run_stream` is the long-running job: one process, one Spark, ingesting new landing files
-as they finish while the stream turns them into the pipelines' tables. Either way the checkpoint
-makes a stop at any point, or a crash, lose and duplicate nothing: Spark re-runs the
-uncommitted batch and every write is idempotent.
+A stream's pipelines run in *cohorts* (jobs/live/cohorts.py): one streaming query per cohort,
+normally one per stream, each micro-batch read once and fed to every pipeline version of the
+cohort (jobs/live/fanout.py), each version's tables written on their own (jobs/live/sink.py).
+``run_live`` processes everything ingested since the last run and stops (what Dagster launches
+after an ingest); :func:`run_stream` is the long-running job: one process, one Spark, ingesting
+new landing files as they finish while the cohorts turn them into the pipelines' tables.
+Either way the checkpoints make a stop at any point, or a crash, lose and duplicate nothing:
+Spark re-runs the uncommitted batch and every write is idempotent.
+
+The live versions of a pipeline are the one readers see and, after its description changed,
+the new one (jobs/versions.py): the new version runs in a cohort of its own from the beginning
+of the arrival log, beside the serving one, and readers switch to it once it has caught up
+(:mod:`jobs.rollout`), inside the long-running job or at the end of ``run_live``.
 
 The stream groups records by *bucket* of keys (jobs/runtime/buckets.py): standard windows run
 the backfill's closed form incrementally (jobs/live/standard.py), every other pipeline runs
 the operator library per key (jobs/live/keyed.py), many keys per Python call either way.
-
-A checkpoint holds the state of one set of pipeline versions: its folder is named after the
-set (:func:`default_checkpoint`), so adding, removing or changing a pipeline starts a new
-checkpoint at the stream's next start, which computes every pipeline of the set from the
-beginning of the arrival log (docs/runtime.md, "Adding a pipeline"). The tables never lose
-rows meanwhile: every write keeps the latest pane or inserts what is missing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -34,9 +31,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import storage
-from jobs.checks import check_pipeline_mark, checkpoint_identity
+from jobs import rollout, versions
 from jobs.delta_io import table_exists
+from jobs.live import cohorts
+from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
 from jobs.live.sink import PipelineSink, StreamSink, app_id_for
 from jobs.progress import heartbeat
@@ -44,7 +42,6 @@ from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
 from jobs.settings import SettingsError
-from jobs.storage import Files
 from jobs.streams import Stream
 from jobs.windows.vectorised import field_column
 from operators.pipeline import PipelineSpec
@@ -58,42 +55,99 @@ STREAM_SETTINGS = {
 """Session settings of the long-running job (its own process): none changes a result."""
 
 
-class CheckpointMismatchError(SettingsError):
-    """The checkpoint belongs to other pipelines or another bucketing."""
-
-
 @dataclass
 class LiveReport:
     batches: list[dict] = field(default_factory=list)
-    """One per micro-batch (jobs/live/sink.py, ``StreamSink.batches``)."""
+    """One per micro-batch of every cohort (jobs/live/sink.py, ``StreamSink.batches``)."""
     ingested: int = 0
     """Records ingested by the long-running job (``run_stream``)."""
     days: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Per pipeline, the first and last day whose late-data metrics the run refreshed."""
+    """Per pipeline version (``name@version``), the first and last day whose late-data
+    metrics the run refreshed."""
     pipeline_batches: dict[str, list[dict]] = field(default_factory=dict)
-    """Per pipeline, its rows of ``late_data_metrics_batches`` the run wrote."""
+    """Per pipeline version, its rows of ``late_data_metrics_batches`` the run wrote."""
+    versions: dict[str, Pipeline] = field(default_factory=dict)
+    """``name@version`` -> the pipeline version it computed."""
+    switched: list[rollout.Switched] = field(default_factory=list)
+    """The versions readers switched to during the run."""
     stream: str = ""
 
     @property
     def records(self) -> int:
         return sum(b["records"] for b in self.batches)
 
+    def add(self, sink: StreamSink) -> None:
+        """One cohort's query's batches and days."""
+        self.batches.extend(sink.batches)
+        for each in sink.sinks:
+            self.versions[each.key] = each.pipeline
+            self.pipeline_batches.setdefault(each.key, []).extend(each.batches)
+            if each.days:
+                first, last = self.days.get(each.key, each.days)
+                self.days[each.key] = (min(first, each.days[0]), max(last, each.days[1]))
+
     def summary(self) -> str:
         said = f"live {self.stream}" if self.stream else "live"
         if not self.batches:
-            return f"{said}: nothing new in the arrival log"
-        return (f"{said}: {len(self.batches)} micro-batches, {self.records} records, "
-                f"{sum(b['panes'] for b in self.batches)} panes, "
-                f"{sum(b['late_records'] for b in self.batches)} late "
-                f"({len(self.pipeline_batches)} pipelines)")
+            text = f"{said}: nothing new in the arrival log"
+        else:
+            text = (f"{said}: {len(self.batches)} micro-batches, {self.records} records, "
+                    f"{sum(b['panes'] for b in self.batches)} panes, "
+                    f"{sum(b['late_records'] for b in self.batches)} late "
+                    f"({len({v.name for v in self.versions.values()})} pipelines)")
+        for done in self.switched:
+            text += f"; {done.said()}"
+        return text
 
 
-def default_checkpoint(stream: Stream, pipelines: list[Pipeline],
-                       buckets: int = DEFAULT_BUCKETS) -> str:
-    """The checkpoint of this set of pipeline versions: another set starts its own."""
-    identity = json.dumps(checkpoint_identity(stream, pipelines, buckets), sort_keys=True)
-    return storage.join(stream.checkpoints,
-                        "live-" + hashlib.sha256(identity.encode()).hexdigest()[:12])
+def live_pipelines(stream: Stream, pipelines: list[Pipeline] | None = None,
+                   progress: Callable[[str], None] = print) -> list[Pipeline]:
+    """The versions to compute live of ``pipelines`` (default: every pipeline of the stream),
+    each checked to read the stream and to be runnable: the version readers see and, while one
+    is pending, the file's version too (jobs/versions.py, which records a file's version and
+    lets the first one serve, or a restored one serve again, here)."""
+    if pipelines is None:
+        pipelines = stream.settings.platform.pipelines_of(stream.name)
+    if not pipelines:
+        raise SettingsError(f"stream {stream.name}: no pipeline reads it (PLATFORM_PIPELINES)")
+    found: list[Pipeline] = []
+    for pipeline in sorted(pipelines, key=lambda p: p.name):
+        if pipeline.stream.name != stream.name:
+            raise ValueError(f"pipeline {pipeline.name} reads stream {pipeline.stream.name}, "
+                             f"not {stream.name}")
+        check_runnable(pipeline.spec)
+        if not pipeline.recorded:
+            said = versions.reconcile(pipeline, first_serves_at_once=False).said(pipeline)
+            if said:
+                progress(said)
+        found.extend(versions.live_versions(pipeline))
+    return found
+
+
+def all_live(stream: Stream) -> list[Pipeline]:
+    """Every live version of every pipeline of the stream, read only (nothing recorded): what
+    keeps a cohort's member from being dropped."""
+    found = []
+    for pipeline in stream.settings.platform.pipelines_of(stream.name):
+        try:
+            found.extend(versions.live_versions(pipeline))
+        except SettingsError:
+            found.append(pipeline)
+    return found
+
+
+def plan_runs(stream: Stream, pipelines: list[Pipeline] | None, buckets: int,
+              checkpoint: str | None, progress: Callable[[str], None] = print
+              ) -> list[CohortRun]:
+    """The cohorts' queries that compute ``pipelines`` (default: every pipeline of the
+    stream): with an explicit ``checkpoint``, that one cohort with all their live versions."""
+    selected = None if pipelines is None else {p.name for p in pipelines}
+    wanted = live_pipelines(stream, pipelines, progress)
+    if checkpoint is not None:
+        return [CohortRun(checkpoint, wanted, cohorts.read_record(checkpoint) is None)]
+    others = [p for p in all_live(stream) if selected is not None and p.name not in selected]
+    runs = cohorts.plan(stream, [*wanted, *others], buckets, selected)
+    return runs
 
 
 def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
@@ -122,44 +176,6 @@ def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -
                                                                 bucket_column(buckets)))
 
 
-def _check_checkpoint(spark: SparkSession, checkpoint: str, stream: Stream,
-                      pipelines: list[Pipeline], buckets: int) -> None:
-    """A checkpoint holds state in the shape of one set of pipeline versions: refuse another
-    set's, with what to do, before Spark reads it."""
-    files = Files(spark)
-    location = storage.join(checkpoint, "platform", "stream.json")
-    wanted = checkpoint_identity(stream, pipelines, buckets)
-    if files.exists(location):
-        found = json.loads(files.read_text(location))
-        if found != wanted:
-            raise CheckpointMismatchError(
-                f"the live checkpoint {checkpoint} was written for other pipelines or another "
-                f"bucket count ({found}; this run: {wanted}); give a new --checkpoint (the "
-                "tables are kept; a new one computes them again from the arrival log) or run "
-                "the pipelines it was written for")
-    elif files.exists(storage.join(checkpoint, "offsets")):
-        raise CheckpointMismatchError(
-            f"{checkpoint} is a checkpoint of an earlier version of the live stream; give a "
-            "new --checkpoint")
-    else:
-        files.create(location, json.dumps(wanted))
-
-
-def _pipelines_of(stream: Stream, pipelines: list[Pipeline] | None) -> list[Pipeline]:
-    """The pipelines to run (default: every pipeline of the stream), each checked to read
-    the stream and to be runnable, in name order (the order of the query's engines)."""
-    if pipelines is None:
-        pipelines = stream.settings.platform.pipelines_of(stream.name)
-    if not pipelines:
-        raise SettingsError(f"stream {stream.name}: no pipeline reads it (PLATFORM_PIPELINES)")
-    for pipeline in pipelines:
-        if pipeline.stream.name != stream.name:
-            raise ValueError(f"pipeline {pipeline.name} reads stream {pipeline.stream.name}, "
-                             f"not {stream.name}")
-        check_runnable(pipeline.spec)
-    return sorted(pipelines, key=lambda p: p.name)
-
-
 def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None,
                *, trigger: str = "available_now", checkpoint: str | None = None,
                max_files_per_trigger: int | None = None, max_bytes_per_trigger: str | None = None,
@@ -168,64 +184,151 @@ def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                on_flush: Callable[[list[dict]], None] | None = None,
                on_batch: Callable[[dict], None] | None = None,
                ) -> tuple[StreamingQuery, StreamSink]:
-    """Start the streaming query of ``pipelines`` (default: every pipeline of the stream);
-    ``trigger`` is ``available_now`` or an interval."""
-    pipelines = _pipelines_of(stream, pipelines)
+    """Start the one streaming query of ``pipelines`` (default: every pipeline of the stream):
+    the cohort at ``checkpoint``, or the one cohort that runs their live versions (when they
+    need several, :func:`run_live` and :func:`run_stream` run them all); ``trigger`` is
+    ``available_now`` or an interval."""
+    runs = plan_runs(stream, pipelines, buckets, checkpoint, progress)
+    if len(runs) != 1:
+        raise ValueError(f"stream {stream.name}: these pipelines run in {len(runs)} cohorts "
+                         f"({', '.join(r.checkpoint for r in runs)}); use run_live or "
+                         "run_stream, which run them all")
+    return start_cohort(spark, stream, runs[0], trigger=trigger,
+                        max_files_per_trigger=max_files_per_trigger,
+                        max_bytes_per_trigger=max_bytes_per_trigger, progress=progress,
+                        metrics_interval_s=metrics_interval_s, buckets=buckets,
+                        on_flush=on_flush, on_batch=on_batch)
+
+
+def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
+                 trigger: str = "available_now", max_files_per_trigger: int | None = None,
+                 max_bytes_per_trigger: str | None = None,
+                 progress: Callable[[str], None] = print, metrics_interval_s: float = 0.0,
+                 buckets: int = DEFAULT_BUCKETS,
+                 on_flush: Callable[[list[dict]], None] | None = None,
+                 on_batch: Callable[[dict], None] | None = None,
+                 ) -> tuple[StreamingQuery, StreamSink]:
+    """Start one cohort's query: its record claimed (jobs/live/cohorts.py), each version
+    recorded (jobs/versions.py) before anything of it is written."""
     source = stream.arrival_log
     if not table_exists(spark, source):
         raise FileNotFoundError(f"no arrival log at {source}: run ingest first")
+    pipelines = run.pipelines
+    still_live = [member_of(p) for p in all_live(stream)]
+    cohorts.claim(run.checkpoint, stream, pipelines, buckets, still_live)
     for pipeline in pipelines:
-        check_pipeline_mark(pipeline, remember=True)
-    checkpoint = checkpoint or default_checkpoint(stream, pipelines, buckets)
-    _check_checkpoint(spark, checkpoint, stream, pipelines, buckets)
+        versions.record(pipeline)
     reader = spark.readStream.format("delta")
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
     if max_bytes_per_trigger:
         reader = reader.option("maxBytesPerTrigger", max_bytes_per_trigger)
-    names = [p.name for p in pipelines]
+    keys = [member_key(member_of(p)) for p in pipelines]
     specs = [p.spec for p in pipelines]
     rows = (stream_input(reader.load(source), specs, buckets)
             .groupBy(BUCKET_COLUMN)
             .transformWithStateInPandas(
-                statefulProcessor=BucketProcessor(lambda: PipelineEngines(names, specs)),
+                statefulProcessor=BucketProcessor(lambda: PipelineEngines(keys, specs)),
                 outputStructType=stream_output_schema(specs),
                 outputMode="Append", timeMode="EventTime"))
-    sinks = [PipelineSink(spark, pipeline, app_id_for(checkpoint, pipeline.name), progress,
-                          checkpoint, metrics_interval_s, on_flush=on_flush)
-             for pipeline in pipelines]
+    names = [p.name for p in pipelines]
+
+    def label(pipeline: Pipeline, key: str) -> str:
+        """A version that will replace a serving one, or one of two in the cohort, is named
+        with its version."""
+        current = None if pipeline.recorded else versions.serving(pipeline)
+        replacing = current is not None and current.version != pipeline.version
+        return key if replacing or names.count(pipeline.name) > 1 else pipeline.name
+
+    sinks = [PipelineSink(spark, pipeline, app_id_for(run.checkpoint, key), progress,
+                          run.checkpoint, metrics_interval_s, on_flush=on_flush,
+                          label=label(pipeline, key))
+             for pipeline, key in zip(pipelines, keys, strict=True)]
     sink = StreamSink(spark, stream, sinks, progress, on_batch=on_batch)
-    writer = rows.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+    writer = rows.writeStream.foreachBatch(sink).option("checkpointLocation", run.checkpoint)
     if trigger == "available_now":
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=trigger)
-    return writer.queryName(f"eventtime_live_{stream.name}").start(), sink
-
-
-def _report(stream: Stream, sink: StreamSink, ingested: int = 0) -> LiveReport:
-    return LiveReport(batches=sink.batches, ingested=ingested, stream=stream.name,
-                      days={s.pipeline.name: s.days for s in sink.sinks if s.days},
-                      pipeline_batches={s.pipeline.name: s.batches for s in sink.sinks})
+    name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
+    return writer.queryName(f"eventtime_live_{stream.name}_{name}").start(), sink
 
 
 def run_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None, *,
              checkpoint: str | None = None, max_files_per_trigger: int | None = None,
              max_bytes_per_trigger: str | None = None,
-             progress: Callable[[str], None] = print) -> LiveReport:
+             progress: Callable[[str], None] = print,
+             buckets: int = DEFAULT_BUCKETS) -> LiveReport:
     """Process everything in the stream's arrival log not yet processed, for ``pipelines``
-    (default: every pipeline of the stream), then stop."""
-    query, sink = start_live(spark, stream, pipelines, trigger="available_now",
-                             checkpoint=checkpoint, max_files_per_trigger=max_files_per_trigger,
-                             max_bytes_per_trigger=max_bytes_per_trigger, progress=progress,
-                             metrics_interval_s=float("inf"))
-    with heartbeat(progress, f"live {stream.name}", detail=lambda: query_state(query, sink)):
-        query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(f"live stream failed: {query.exception()}")
-    sink.close()
-    report = _report(stream, sink)
+    (default: every pipeline of the stream), cohort after cohort, then stop. A pending
+    version whose cohort got through the log is caught up: readers switch to it."""
+    report = LiveReport(stream=stream.name)
+    for run in plan_runs(stream, pipelines, buckets, checkpoint, progress):
+        query, sink = start_cohort(spark, stream, run, trigger="available_now",
+                                   max_files_per_trigger=max_files_per_trigger,
+                                   max_bytes_per_trigger=max_bytes_per_trigger,
+                                   progress=progress, metrics_interval_s=float("inf"),
+                                   buckets=buckets)
+        with heartbeat(progress, f"live {stream.name}",
+                       detail=lambda q=query, s=sink: query_state(q, s)):
+            query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"live stream failed: {query.exception()}")
+        sink.close()
+        report.add(sink)
+        for pipeline in run.pipelines:  # the log as it was at the query's start, all of it
+            done = rollout.switch_if_pending(pipeline, "caught up with the arrival log")
+            if done is not None:
+                report.switched.append(done)
+                progress(done.said())
+    for pipeline in {p.name: p for p in (pipelines or
+                                         stream.settings.platform.pipelines_of(stream.name))
+                     }.values():
+        rollout.prune(pipeline, progress)
     progress(report.summary())
+    return report
+
+
+def run_rollout(spark: SparkSession, pipeline: Pipeline, *,
+                progress: Callable[[str], None] = print,
+                max_files_per_trigger: int | None = None,
+                buckets: int = DEFAULT_BUCKETS) -> LiveReport:
+    """Roll a changed pipeline out without a long-running job (``python -m jobs rollout``):
+    compute its pending version from the arrival log in the cohort that holds it (a new one
+    at the beginning of the log, or the one a stopped job left), to the log's end, then switch
+    readers to it. Nothing else is computed."""
+    stream = pipeline.stream
+    report = LiveReport(stream=stream.name)
+    said = versions.reconcile(pipeline, first_serves_at_once=False).said(pipeline)
+    if said:
+        progress(said)
+    if not versions.pending(pipeline):
+        progress(f"rollout {pipeline.name}: nothing to roll out: version {pipeline.version}, "
+                 "its file's, is the one readers see")
+        return report
+    mine = member_of(pipeline)
+    others = [p for p in all_live(stream) if member_of(p) != mine]
+    runs = [r for r in cohorts.plan(stream, [pipeline, *others], buckets, {pipeline.name})
+            if mine in r.members()]
+    for run in runs:
+        run.pipelines = [p for p in run.pipelines if member_of(p) == mine] \
+            if run.new else run.pipelines
+        query, sink = start_cohort(spark, stream, run, trigger="available_now",
+                                   max_files_per_trigger=max_files_per_trigger,
+                                   progress=progress, metrics_interval_s=float("inf"),
+                                   buckets=buckets)
+        with heartbeat(progress, f"rollout {pipeline.name}",
+                       detail=lambda q=query, s=sink: query_state(q, s)):
+            query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"rollout of {pipeline.name} failed: {query.exception()}")
+        sink.close()
+        report.add(sink)
+    done = rollout.switch_if_pending(pipeline, "caught up with the arrival log (rollout)")
+    if done is not None:
+        report.switched.append(done)
+        progress(done.said())
+    rollout.prune(pipeline, progress)
     return report
 
 
@@ -253,20 +356,23 @@ def run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                on_ingest: Callable[[object], None] | None = None,
                on_flush: Callable[[list[dict]], None] | None = None,
                on_batch: Callable[[dict], None] | None = None,
-               buckets: int = DEFAULT_BUCKETS) -> LiveReport:
+               buckets: int = DEFAULT_BUCKETS,
+               on_switch: Callable[[rollout.Switched], None] | None = None,
+               registry_poll_s: float = 10.0) -> LiveReport:
     """The long-running live job of a stream: ingest its new landing files every ``poll_s``
-    while the stream runs ``pipelines`` (default: every pipeline of the stream), until
-    ``stop`` is set, ``duration_s`` passed or ``max_batches`` micro-batches were written; the
-    checkpoint keeps the place for the next start."""
+    while its cohorts run the live versions of ``pipelines`` (default: every pipeline of the
+    stream, and every pipeline added while it runs: the folder is read again every
+    ``registry_poll_s``), until ``stop`` is set, ``duration_s`` passed or ``max_batches``
+    micro-batches were written; the checkpoints keep their place for the next start. A
+    pending version is switched to once it has caught up (``on_switch`` hears of it)."""
     stop = stop or threading.Event()
-    pipelines = _pipelines_of(stream, pipelines)
     previous = {key: spark.conf.get(key, None) for key in STREAM_SETTINGS}
     for key, value in STREAM_SETTINGS.items():
         spark.conf.set(key, value)
     try:
         return _run_stream(spark, stream, pipelines, trigger, poll_s, duration_s, max_batches,
                            metrics_interval_s, checkpoint, stop, progress, on_ingest, on_flush,
-                           on_batch, buckets)
+                           on_batch, buckets, on_switch, registry_poll_s)
     finally:
         for key, value in previous.items():
             if value is None:
@@ -275,12 +381,29 @@ def run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                 spark.conf.set(key, value)
 
 
-def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline], trigger: str,
-                poll_s: float, duration_s: float, max_batches: int, metrics_interval_s: float,
-                checkpoint: str | None, stop: threading.Event,
+@dataclass
+class _Running:
+    """One cohort's query inside the long-running job."""
+
+    run: CohortRun
+    query: StreamingQuery
+    sink: StreamSink
+
+
+def _through_seq(sink: StreamSink) -> int | None:
+    """The last arrival position a cohort's query has written."""
+    seqs = [b["last_arrival_seq"] for b in sink.batches if b.get("last_arrival_seq") is not None]
+    return max(seqs) if seqs else None
+
+
+def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None,
+                trigger: str, poll_s: float, duration_s: float, max_batches: int,
+                metrics_interval_s: float, checkpoint: str | None, stop: threading.Event,
                 progress: Callable[[str], None], on_ingest: Callable[[object], None] | None,
                 on_flush: Callable[[list[dict]], None] | None,
-                on_batch: Callable[[dict], None] | None, buckets: int) -> LiveReport:
+                on_batch: Callable[[dict], None] | None, buckets: int,
+                on_switch: Callable[[rollout.Switched], None] | None,
+                registry_poll_s: float) -> LiveReport:
     from jobs.streams.landing import Ingestor
 
     quiet_since = [time.monotonic()]
@@ -316,33 +439,123 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline], 
             said = time.monotonic()
         stop.wait(poll_s)
         ingest_once()
-    query, sink = start_live(spark, stream, pipelines, trigger=trigger, checkpoint=checkpoint,
-                             progress=progress, metrics_interval_s=metrics_interval_s,
-                             on_flush=on_flush, on_batch=on_batch, buckets=buckets)
     if not arrival_end[0]:  # restarted over a log ingested before
         from jobs.table_stats import max_column_value
 
         last = max_column_value(stream.arrival_log, "arrival_seq")
         arrival_end[0] = int(last) + 1 if last is not None else 0
-    sink.arrival_end = lambda: arrival_end[0]
+    running: list[_Running] = []
+    catching_up: dict[str, rollout.CatchUp] = {}
+
+    def start(run: CohortRun) -> None:
+        pending = [p for p in run.pipelines if not p.recorded and versions.pending(p)]
+        throttle = stream.settings.rollout_max_files_per_trigger \
+            if pending and len(pending) == len(run.pipelines) else None
+        query, sink = start_cohort(spark, stream, run, trigger=trigger,
+                                   max_files_per_trigger=throttle, progress=progress,
+                                   metrics_interval_s=metrics_interval_s, buckets=buckets,
+                                   on_flush=on_flush, on_batch=on_batch)
+        sink.arrival_end = lambda: arrival_end[0]
+        running.append(_Running(run, query, sink))
+        for pipeline in pending:
+            catching_up[pipeline.name] = rollout.CatchUp(
+                pipeline, lambda s=sink: _through_seq(s))
+            progress(f"{pipeline.name}: version {pipeline.version} is computed from the "
+                     f"arrival log beside the serving one (cohort {run.checkpoint}); readers "
+                     "switch to it once it has caught up")
+
+    for run in plan_runs(stream, pipelines, buckets, checkpoint, progress):
+        start(run)
+    selected = None if pipelines is None else {p.name for p in pipelines}
+    watcher = _RegistryWatcher(stream, selected, registry_poll_s, progress) \
+        if checkpoint is None else None
+    last_said = time.monotonic()
     try:
-        while query.isActive and not stop.is_set():
-            if max_batches and len(sink.batches) >= max_batches:
+        while not stop.is_set():
+            failed = next((r for r in running if not r.query.isActive), None)
+            if failed is not None:
+                break
+            if max_batches and sum(len(r.sink.batches) for r in running) >= max_batches:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
             ingest_once()  # an idle ingest says so every 10 s (ingest_progress)
+            for name, catch_up in list(catching_up.items()):
+                if catch_up.check(arrival_end[0]):
+                    done = rollout.switch_if_pending(catch_up.pipeline,
+                                                     "caught up with the live position")
+                    del catching_up[name]
+                    if done is not None:
+                        report.switched.append(done)
+                        progress(done.said())
+                        if on_switch is not None:
+                            on_switch(done)
+                elif time.monotonic() - last_said >= 10:
+                    progress(catch_up.progress_text(arrival_end[0]))
+            if catching_up and time.monotonic() - last_said >= 10:
+                last_said = time.monotonic()
+            if watcher is not None:
+                for run in watcher.new_runs(running, buckets):
+                    start(run)
             stop.wait(poll_s)
-        if query.exception() is not None:
-            raise RuntimeError(f"live stream failed: {query.exception()}")
-        _drain(query)
+        for each in running:
+            if each.query.exception() is not None:
+                raise RuntimeError(f"live stream failed: {each.query.exception()}")
+        for each in running:
+            _drain(each.query)
     finally:
-        query.stop()  # between micro-batches or not, the checkpoint keeps the position
-        sink.close()
-    result = _report(stream, sink, report.ingested)
-    progress(f"live {stream.name} stopped: {result.summary()}; {result.ingested} records "
+        for each in running:
+            each.query.stop()  # between micro-batches or not, the checkpoint keeps its place
+        for each in running:
+            each.sink.close()
+            report.add(each.sink)
+    progress(f"live {stream.name} stopped: {report.summary()}; {report.ingested} records "
              "ingested")
-    return result
+    return report
+
+
+class _RegistryWatcher:
+    """Inside the long-running job, every ``poll_s``: the pipelines folder read again, and a
+    cohort started for every live version no running cohort computes (a new pipeline, a
+    changed one's pending version). A file that does not parse is said once; the running
+    versions go on."""
+
+    def __init__(self, stream: Stream, selected: set[str] | None, poll_s: float,
+                 progress: Callable[[str], None]) -> None:
+        self.stream = stream
+        self.selected = selected
+        self.poll_s = poll_s
+        self.progress = progress
+        self.last = time.monotonic()
+        self.said: str | None = None
+
+    def new_runs(self, running: list[_Running], buckets: int) -> list[CohortRun]:
+        if time.monotonic() - self.last < self.poll_s:
+            return []
+        self.last = time.monotonic()
+        from jobs.registry import load_platform
+
+        try:
+            platform = load_platform(self.stream.settings)
+            mine = [p for p in platform.pipelines_of(self.stream.name)
+                    if self.selected is None or p.name in self.selected]
+            computed = {member_of(p) for r in running for p in r.run.pipelines}
+            fresh = [p for p in mine
+                     if any(member_of(v) not in computed for v in versions.live_versions(p))]
+            if not fresh:
+                return []
+            wanted = live_pipelines(self.stream, fresh, self.progress)
+        except SettingsError as error:
+            if str(error) != self.said:
+                self.progress(f"{error} (the running versions go on; fix the file)")
+                self.said = str(error)
+            return []
+        new = [p for p in wanted if member_of(p) not in computed]
+        if not new:
+            return []
+        now = int(time.time() * 1000)
+        return [CohortRun(cohorts.new_checkpoint(self.stream, map(member_of, new), buckets,
+                                                 now), new, True)]
 
 
 def query_state(query: StreamingQuery, sink: StreamSink) -> str:

@@ -11,6 +11,7 @@ environment only."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 import sys
@@ -126,8 +127,9 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
     # every table and the stream's checkpoint are in the object store, nothing on local disk
     stored = object_store.keys("platform", "warehouse/")
     for name in ("streams/events/arrival_log", "streams/events/quarantine",
-                 *(f"pipelines/per_minute/{t}" for t in SAVED[2:])):
-        assert any(key.startswith(f"warehouse/{name}/") for key in stored), name
+                 *(f"pipelines/per_minute/versions/*/{t}" for t in SAVED[2:])):
+        assert any(fnmatch.fnmatch(key, f"warehouse/{name}/*") for key in stored), name
+    assert "warehouse/pipelines/per_minute/_platform/serving.json" in stored
     for part in ("offsets", "state"):  # the live checkpoint of the stream's pipelines
         assert any(key.startswith("warehouse/streams/events/_checkpoints/live-")
                    and f"/{part}/" in key for key in stored), part

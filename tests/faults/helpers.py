@@ -44,6 +44,9 @@ def copy_log(source: PlatformSettings, home: Path,
     settings = PlatformSettings.from_env(env)
     for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
         shutil.copytree(events(source).table_path(name), events(settings).table_path(name))
+    # the ingest log too: a later ingest into the copy goes on from the copied batches
+    shutil.copytree(Path(events(source).folder) / "_ingest",
+                    Path(events(settings).folder) / "_ingest")
     events(settings).landing_dir.mkdir(parents=True, exist_ok=True)  # `jobs live` needs it
     return env
 

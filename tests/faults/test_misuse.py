@@ -35,8 +35,9 @@ from tests.platform_home import PER_MINUTE, platform_env
 REPO = Path(__file__).resolve().parents[2]
 TUMBLING = "source: events\nwindow: {type: tumbling, size: 1m}\n"
 TABLES = ("streams/events/arrival_log", "streams/events/quarantine",
-          *(f"pipelines/{p}/{t}" for p in ("per_minute", "sessions", "sliding_5m")
+          *(f"pipelines/{p}/versions/*/{t}" for p in ("per_minute", "sessions", "sliding_5m")
             for t in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)))
+"""Every table of the warehouse, each pipeline's of every version."""
 
 
 pytestmark = pytest.mark.cli  # drives the commands as processes (README, "Tests")
@@ -74,10 +75,11 @@ def _refused(result: subprocess.CompletedProcess, *named: str, status: int = 2,
 def _rows(warehouse: Path | str) -> dict[str, int]:
     """Rows of each table the warehouse holds (read by deltalake, no Spark)."""
     counts = {}
-    for name in TABLES:
-        path = Path(warehouse) / name
-        if (path / "_delta_log").is_dir():
-            counts[name] = DeltaTable(str(path)).to_pyarrow_table().num_rows
+    for pattern in TABLES:
+        for path in sorted(Path(warehouse).glob(pattern)):
+            if (path / "_delta_log").is_dir():
+                name = str(path.relative_to(warehouse))
+                counts[name] = DeltaTable(str(path)).to_pyarrow_table().num_rows
     return counts
 
 
@@ -580,22 +582,36 @@ def _assert_ended(processes: list[int], timeout_s: float = 30) -> None:
     assert [pid for pid in processes if _running(pid)] == []
 
 
-def test_a_pipeline_changed_after_its_tables_were_written_is_refused(ingested, tmp_path):
-    """Its tables hold the rows of the version that wrote them; a changed file would mix two
-    versions' rows (a range backfill replaces only its days): refused, naming the file."""
-    from jobs.checks import check_pipeline_mark
+def test_a_changed_pipeline_is_a_pending_version_and_another_source_is_refused(ingested,
+                                                                            tmp_path):
+    """A changed description is a new version: listed as pending while readers keep the one
+    that serves, its tables apart. One that names another stream is a new pipeline, refused
+    before anything is written, naming the file and what to do."""
+    from jobs import versions
 
     folder = Path(_folder(tmp_path, "pipelines", {"per_minute.yaml": PER_MINUTE}))
-    env = {**ingested["env"], "PLATFORM_PIPELINES": str(folder)}
-    check_pipeline_mark(PlatformSettings.from_env(env).platform.pipelines["per_minute"],
-                        remember=True)  # as its first backfill or live run does
-    before = _rows(ingested["settings"].warehouse)
+    streams = Path(_folder(tmp_path, "streams", {
+        "events.yaml": (REPO / "streams" / "events.yaml").read_text(),
+        "clicks.yaml": (REPO / "streams" / "events.yaml").read_text()}))
+    env = {**ingested["env"], "PLATFORM_PIPELINES": str(folder),
+           "PLATFORM_STREAMS": str(streams)}
+    first = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    versions.reconcile(first)  # as its first backfill does
     (folder / "per_minute.yaml").write_text(PER_MINUTE.replace("30s", "45s"), encoding="utf-8")
-    for args in (["backfill"], ["live", "--no-ingest"], ["live"]):
+    listed = _cli(["pipelines"], env)
+    assert listed.returncode == 0, listed.stderr
+    changed = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    assert f"serving: {first.version}" in listed.stdout
+    assert f"rollout: version {changed.version} pending (replaces {first.version})" in \
+        listed.stdout
+    before = _rows(ingested["settings"].warehouse)
+    (folder / "per_minute.yaml").write_text(PER_MINUTE.replace("source: events",
+                                                               "source: clicks"))
+    for args in (["backfill"], ["live", "--no-ingest"], ["rollout", "per_minute"]):
         result = _cli(args, env)
-        _refused(result, "per_minute.yaml changed since pipeline per_minute's tables were "
-                         "written", "Restore the file, or give the changed pipeline a new name")
-    assert _cli(["ingest"], env).returncode == 0  # the stream itself is not the pipeline's
+        _refused(result, "per_minute.yaml: source: 'clicks', but pipeline per_minute's "
+                         "tables were computed from stream 'events'",
+                 "another source is a new pipeline: give it a new file")
     assert _rows(ingested["settings"].warehouse) == before
 
 
@@ -612,7 +628,11 @@ def test_a_stream_whose_watermark_changed_after_ingest_is_refused(ingested, tmp_
 
 
 def test_a_checkpoint_of_other_pipelines_is_refused_before_spark(ingested, tmp_path):
-    from jobs.live.stream import DEFAULT_BUCKETS, _check_checkpoint
+    """A live checkpoint's state was built for its versions from the beginning of the log:
+    one started for another pipeline cannot take these in (refused naming what it holds),
+    and one shared with another live pipeline cannot leave it behind."""
+    from jobs.live.cohorts import claim
+    from jobs.live.stream import DEFAULT_BUCKETS
 
     settings = ingested["settings"]
     folder = _folder(tmp_path, "pipelines", {"sessions.yaml": SESSIONS})
@@ -620,11 +640,18 @@ def test_a_checkpoint_of_other_pipelines_is_refused_before_spark(ingested, tmp_p
     stream = sessions.platform.streams["events"]
     checkpoint = str(Path(stream.checkpoints) / "sessions")
     # what the live stream writes first into a new checkpoint, here for the sessions pipeline
-    _check_checkpoint(None, checkpoint, stream, list(sessions.platform.pipelines.values()),
-                      DEFAULT_BUCKETS)
+    claim(checkpoint, stream, list(sessions.platform.pipelines.values()), DEFAULT_BUCKETS)
     before = _rows(settings.warehouse)
     result = _cli(["live", "--no-ingest", "--checkpoint", checkpoint], ingested["env"])
-    _refused(result, "--checkpoint", "written for other pipelines", "give a new --checkpoint")
+    _refused(result, "--checkpoint", "its state was not built for per_minute@",
+             "give a new --checkpoint")
+    shared = str(Path(stream.checkpoints) / "both")
+    platform = settings.platform
+    claim(shared, stream, list(platform.pipelines.values()), DEFAULT_BUCKETS)
+    result = _cli(["live", "--no-ingest", "--checkpoint", shared, "--pipeline", "per_minute"],
+                  ingested["env"])
+    _refused(result, "--checkpoint", "also runs sessions@", "which this run would leave "
+                                                            "behind for good")
     assert _rows(settings.warehouse) == before
 
 

@@ -158,7 +158,7 @@ def test_json_schema_states_the_rules_the_validation_applies() -> None:
     definitions = schema["$defs"]
     assert set(schema["properties"]) == {"source", "description", "watermark", "window",
                                          "trigger", "evictor", "allowed_lateness",
-                                         "aggregates"}
+                                         "aggregates", "version"}
     for section, cls, kind_setting in SECTIONS:
         definition = definitions[cls.__name__]
         settings = set(definition["properties"])

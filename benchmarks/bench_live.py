@@ -160,6 +160,10 @@ class Run:
     """How the backlog (landed, not yet processed) grew over that period, records/s: about 0
     when the stream keeps up."""
     latencies: list[float] = field(default_factory=list)
+    rollout_s: float | None = None
+    """--rollout-after: from the pipeline's change to readers' switch."""
+    rollout_latencies: list[float] = field(default_factory=list)
+    """--rollout-after: latencies of the files completed between the change and the switch."""
     batch_seconds: list[float] = field(default_factory=list)
     small_batch_seconds: list[float] = field(default_factory=list)
 
@@ -186,6 +190,13 @@ class Run:
             times = np.array([t for t, _ in backlog])
             values = np.array([b for _, b in backlog], dtype=float)
             self.backlog_growth = float(np.polyfit(times - times[0], values, 1)[0])
+
+    def rollout_line(self) -> str:
+        during = np.percentile(self.rollout_latencies, [50, 99]) if self.rollout_latencies \
+            else (float("nan"), float("nan"))
+        return (f"rollout: change -> switch {self.rollout_s:.1f} s; latency while it caught up "
+                f"p50 {during[0]:.2f} s p99 {during[1]:.2f} s "
+                f"({len(self.rollout_latencies)} files)")
 
     def line(self) -> str:
         overhead = statistics.median(self.small_batch_seconds) if self.small_batch_seconds \
@@ -217,13 +228,13 @@ def _latencies(files: list, batches: list[tuple[int, float]], file_last: dict[st
 
 
 def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
-                 pipelines: int = 1) -> Run:
+                 pipelines: int = 1, rollout_after: float = 0.0) -> Run:
     from pyspark.sql import functions as F
 
     from jobs.live import run_stream
     from jobs.settings import PlatformSettings
 
-    home = root / f"platform-{window}-{rate}-{keys}-{pipelines}"
+    home = root / f"platform-{window}-{rate}-{keys}-{pipelines}-{rollout_after:g}"
     folder = home / "pipelines"
     folder.mkdir(parents=True)
     for name, text in pipelines_for(window, pipelines, args.mix).items():
@@ -238,6 +249,8 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
     stop = threading.Event()
 
     def on_batch(summary: dict) -> None:
+        if any("@" in label for label in summary.get("pipelines", {})):
+            return  # a new version catching up (--rollout-after): not what readers see yet
         if summary.get("last_arrival_seq") is not None:
             committed.append((summary["last_arrival_seq"], summary["written_at"],
                               summary["seconds"], summary["records"]))
@@ -255,7 +268,8 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         try:
             report["live"] = run_stream(spark, stream, trigger=args.trigger, poll_s=0.25,
                                         metrics_interval_s=args.metrics_interval, stop=stop,
-                                        on_batch=on_batch, progress=progress)
+                                        on_batch=on_batch, progress=progress,
+                                        registry_poll_s=1.0)
         except Exception as error:  # the figures say it; the message says why
             report["error"] = str(error)[:2000]
             print(f"platform stream failed: {report['error']}", flush=True)
@@ -267,6 +281,13 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
     warm = len(committed)
     started = time.time()
     producer, manifest = start_producer(stream.landing_dir, args, rate, keys, args.seconds)
+    edited = None
+    if rollout_after:  # change the first pipeline: its new version catches up beside it
+        time.sleep(rollout_after)
+        first = next(iter(sorted(folder.glob("*.yaml"))))
+        first.write_text(first.read_text().replace("allowed_lateness: 30s",
+                                                   "allowed_lateness: 45s"))
+        edited = time.time()
     producer.join()
     offered_until = time.time()
     files = json.loads(manifest.read_text())
@@ -294,6 +315,14 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         landed.append((completed, total))
     run.steady(landed, [(c[1], c[0] + 1 - warm_records) for c in committed[warm:]], started,
                offered_until)
+    if edited is not None:
+        switched = report["live"].switched if "live" in report else []
+        run.rollout_s = (switched[0].at_ms / 1000 - edited) if switched else float("nan")
+        until = edited + run.rollout_s if switched else offered_until
+        files_during = [f for f in files if edited <= f[1] <= until]
+        run.rollout_latencies = _latencies(files_during, [(c[0], c[1]) for c in committed],
+                                           file_last)
+        run.name = "platform+rollout"
     return run
 
 
@@ -413,6 +442,10 @@ def main() -> None:
     parser.add_argument("--mix", choices=sorted(MIXES), default="demo",
                         help="which pipelines join the first: the demo's kinds (tumbling, "
                              "sliding, session) or three standard windows")
+    parser.add_argument("--rollout-after", type=float, default=0.0,
+                        help="also run each configuration with the first pipeline changed this "
+                             "many seconds into the offered period (its new version catches up "
+                             "beside it, then readers switch): latency with and without")
     parser.add_argument("--verbose", action="store_true", help="print the platform's progress")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")
@@ -438,6 +471,16 @@ def main() -> None:
                 runs[count] = run_platform(spark, root, args, window, rate, keys, count)
                 print(runs[count].line(), flush=True)
             platform = runs[args.pipelines[0]]
+            if args.rollout_after:
+                rolled = run_platform(spark, root, args, window, rate, keys,
+                                      args.pipelines[0], args.rollout_after)
+                print(rolled.line(), flush=True)
+                print(rolled.rollout_line(), flush=True)
+                during = np.percentile(rolled.rollout_latencies, 99) \
+                    if rolled.rollout_latencies else float("nan")
+                print(f"rollout: p99 while catching up {during:.2f} s against "
+                      f"{platform.percentile(99):.2f} s without a rollout "
+                      f"({during / platform.percentile(99):.2f}x)", flush=True)
             for count in args.pipelines[1:]:
                 share = runs[count].steady_rate / max(platform.steady_rate, 1)
                 print(f"{count} pipelines: {runs[count].steady_rate:,.0f} ev/s, "

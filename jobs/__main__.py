@@ -295,8 +295,10 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are a state of the data, not a bug: one line, no traceback."""
     from jobs.backfill import BackfillRaceError
     from jobs.streams.landing import ConcurrentIngestError, LandingReadError, StaleWarehouseError
+    from operators.process_pipeline import ProcessFunctionError
 
-    return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError)
+    return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError,
+            ProcessFunctionError)
 
 
 def _list(plan: Plan, as_json: bool) -> int:

@@ -88,6 +88,10 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
         said = versions.reconcile(pipeline).said(pipeline)
         if said:
             progress(said)
+    if pipeline.spec.is_process:
+        from jobs.process.backfill import run_process_backfill
+
+        return run_process_backfill(spark, pipeline, first_day, last_day, progress)
     if nothing_to_backfill(pipeline, first_day, last_day):
         report = BackfillReport(str(first_day), str(last_day), 0, 0, [], pipeline.name)
         progress(report.summary())

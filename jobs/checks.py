@@ -61,7 +61,7 @@ def nothing_to_backfill(pipeline: Pipeline, first_day: str | None,
     from jobs.table_stats import file_bounds, partition_values
 
     window = pipeline.spec.window
-    if not first_day or not last_day or window.gap_field:
+    if window is None or not first_day or not last_day or window.gap_field:
         return False
     first, last = dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day)
     epoch = dt.date(1970, 1, 1)

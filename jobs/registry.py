@@ -35,13 +35,18 @@ if TYPE_CHECKING:
 DESCRIPTION_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 """A pipeline's or stream's name: it names folders, Delta tables and Dagster asset keys."""
-PIPELINE_TABLES = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS,
+PIPELINE_TABLES = (tables.WINDOW_RESULTS, tables.OUTPUT, tables.LATE_RECORDS,
+                   tables.LATE_DATA_METRICS,
                    tables.BATCH_METRICS, tables.WINDOW_ASSIGNMENTS)
 
 
 def user_modules(spec: PipelineSpec) -> list[str]:
-    """The modules of the user code a pipeline names (its aggregates' ``module:Class``)."""
-    return sorted({a.fn.partition(":")[0] for a in spec.aggregates if a.is_user_defined})
+    """The modules of the user code a pipeline names (its aggregates' or its process
+    function's ``module:Class``)."""
+    modules = {a.fn.partition(":")[0] for a in spec.aggregates if a.is_user_defined}
+    if spec.process is not None:
+        modules.add(spec.process.partition(":")[0])
+    return sorted(modules)
 
 
 def code_fingerprints(spec: PipelineSpec, where: str = "pipeline") -> dict[str, str]:
@@ -119,9 +124,16 @@ class Pipeline:
         return self.settings.table_path(storage.join("pipelines", self.name, "versions",
                                                      self.version, table))
 
+    @property
+    def main_table(self) -> str:
+        """Its rows: ``window_results``, or a process pipeline's ``output``."""
+        return tables.OUTPUT if self.spec.is_process else tables.WINDOW_RESULTS
+
     def tables(self) -> list[str]:
         """The tables this pipeline writes (the window assignments only for pipelines the
-        operator library runs per key)."""
+        operator library runs per key; a process pipeline's output and late records)."""
+        if self.spec.is_process:
+            return [tables.OUTPUT, tables.LATE_RECORDS, tables.BATCH_METRICS]
         names = [tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS,
                  tables.BATCH_METRICS]
         if not self.spec.is_standard_window:

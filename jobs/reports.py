@@ -27,6 +27,13 @@ def log_day_range(spark: SparkSession, pipeline: Pipeline) -> tuple[str, str] | 
     if log is None:
         return None
     window = pipeline.spec.window
+    if window is None:  # a process function: its rows fall on the days of the events
+        first, last = log.agg(
+            F.date_format(window_end_date(F.min("event_time_ms") + 1, pipeline.time_zone),
+                          "yyyy-MM-dd"),
+            F.date_format(window_end_date(F.max("event_time_ms") + 1, pipeline.time_zone),
+                          "yyyy-MM-dd")).first()
+        return None if first is None else (first, last)
     latest = F.max("event_time_ms")
     if window.type in ("tumbling", "sliding"):
         slide = window.slide_ms if window.type == "sliding" else window.size_ms

@@ -17,6 +17,8 @@ from pyspark.sql.types import (
 ARRIVAL_LOG = "arrival_log"
 QUARANTINE = "quarantine"
 WINDOW_RESULTS = "window_results"
+OUTPUT = "output"
+"""A process pipeline's rows (jobs/process/tables.py)."""
 LATE_RECORDS = "late_records"
 LATE_DATA_METRICS = "late_data_metrics"
 WINDOW_ASSIGNMENTS = "window_assignments"

@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from jobs import fast_writes, storage, tables
+from jobs import fast_writes, storage
 from jobs.errors import SettingsError
 from jobs.registry import Pipeline, pipeline_from_text
 
@@ -244,8 +244,9 @@ def check_same_source(pipeline: Pipeline) -> None:
 
 
 def has_tables(pipeline: Pipeline) -> bool:
-    """Whether the version's results table is there (not deleted by retention)."""
-    return fast_writes.table_exists(pipeline.table_path(tables.WINDOW_RESULTS))
+    """Whether the version's rows (results, or a process pipeline's output) are there (not
+    deleted by retention)."""
+    return fast_writes.table_exists(pipeline.table_path(pipeline.main_table))
 
 
 def version_pipeline(pipeline: Pipeline, version: str) -> Pipeline:
@@ -317,7 +318,7 @@ def version_states(pipeline: Pipeline) -> list[VersionState]:
             later = [r.recorded_ms for r in records[index + 1:]]
             state, since = SUPERSEDED, min(later) if later else entry.recorded_ms
         folder = storage.join(pipeline.root, "versions", version)
-        results = storage.join(folder, tables.WINDOW_RESULTS)
+        results = storage.join(folder, pipeline.main_table)
         exists = fast_writes.table_exists(results)
         states.append(VersionState(version, state, entry.recorded_ms, since, folder, exists,
                                    _rows(results) if exists else None))

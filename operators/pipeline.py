@@ -513,13 +513,56 @@ class AggregateSpec(_Section):
 _DEFAULT_AGGREGATES = ({"name": "count", "fn": "count"},)
 
 
+OUTPUT_TYPES = ("long", "double", "string", "boolean")
+"""The column types a process function's output may declare."""
+RESERVED_OUTPUT = ("key", "emission")
+"""Columns the platform adds to a process function's output: the key it ran for, and the
+number of the row among that key's rows (their identity, for idempotent writes)."""
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class OutputColumn:
+    """One column of a process function's output: its name and type."""
+
+    name: str
+    type: Literal["long", "double", "string", "boolean"]
+
+
+def _output_columns(value: Any) -> Any:
+    """``{name: type, ...}`` (in order) as columns; each name an identifier, none reserved."""
+    if value is None or not isinstance(value, Mapping):
+        return value
+    columns = []
+    for name, kind in value.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise _Invalid(f"{{setting}}: column name {name!r} is not an identifier")
+        if name in RESERVED_OUTPUT:
+            raise _Invalid(f"{{setting}}: column {name!r} is the platform's (every output row "
+                           f"carries {', '.join(RESERVED_OUTPUT)}); name yours otherwise")
+        if kind not in OUTPUT_TYPES:
+            raise _Invalid(f"{{setting}}.{name}: type must be one of {', '.join(OUTPUT_TYPES)}; "
+                           f"got {kind!r}")
+        columns.append({"name": name, "type": kind})
+    if not columns:
+        raise _Invalid("{setting} must name at least one column")
+    return columns
+
+
+_Output = Annotated[tuple[OutputColumn, ...] | None, BeforeValidator(_output_columns),
+                    WithJsonSchema({"type": "object", "minProperties": 1,
+                                    "additionalProperties": {"enum": list(OUTPUT_TYPES)},
+                                    "description": "column name: type, in order"})]
+_WINDOW_ONLY = ("trigger", "evictor", "allowed_lateness", "aggregates")
+_PROCESS_ONLY = ("output", "day_column", "state_ttl", "parameters")
+
+
 @dataclass(frozen=True, config=_CONFIG)
 class PipelineSpec(_Section):
-    """A whole pipeline description."""
+    """A whole pipeline description: windows and aggregates, or a process function."""
 
     NOUN: ClassVar[str] = "a pipeline"
 
-    window: WindowSpec
+    window: WindowSpec | None = None
     source: str | None = None
     """The stream the pipeline reads (a pipeline of the platform's pipelines folder; its
     watermark strategy is the stream's)."""
@@ -533,6 +576,19 @@ class PipelineSpec(_Section):
     allowed_lateness_ms: _duration(0) = Field(0, alias="allowed_lateness")  # type: ignore[valid-type]
     aggregates: tuple[AggregateSpec, ...] = Field(
         default=(), json_schema_extra={"minItems": 1, "default": list(_DEFAULT_AGGREGATES)})
+    process: str | None = Field(None, json_schema_extra={
+        "description": "your KeyedProcessFunction class as module:Class"})
+    """Instead of ``window``: a user's ``KeyedProcessFunction`` subclass
+    (operators/process_pipeline.py), run per key with its state and event-time timers."""
+    output: _Output = None
+    """A process function's output columns, ``{name: type}`` in order."""
+    day_column: str | None = None
+    """The output column (epoch milliseconds, ``long``) whose day partitions the output."""
+    state_ttl_ms: _duration(1) | None = Field(None, alias="state_ttl")  # type: ignore[valid-type]
+    """A key's state is cleared once the watermark passes its last record's event time by
+    this much (Flink's state TTL, on event time)."""
+    parameters: dict[str, Any] | None = None
+    """Keyword arguments the process function's class is built with."""
     version: str | None = Field(None, strict=True, min_length=1, max_length=64,
                                 pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     """A label for this version of the pipeline (``"2"``, ``"spend-fix"``): its version
@@ -543,6 +599,12 @@ class PipelineSpec(_Section):
     @classmethod
     def _default_aggregates(cls, data: Any, info: ValidationInfo) -> Any:
         if _strict(info) and isinstance(data, Mapping):
+            if data.get("process") is not None or data.get("window") is None:
+                return _process_or_window(data)
+            for name in _PROCESS_ONLY:
+                if data.get(name) is not None:
+                    raise _Invalid("{setting} belongs to a process pipeline (with "
+                                   "process:), not to a windowed one", name)
             aggregates = data.get("aggregates")
             if aggregates is None:
                 return {**data, "aggregates": list(_DEFAULT_AGGREGATES)}
@@ -558,18 +620,65 @@ class PipelineSpec(_Section):
         return self
 
     @property
+    def is_process(self) -> bool:
+        """A user's process function rather than windows and aggregates."""
+        return self.process is not None
+
+    @property
     def is_standard_window(self) -> bool:
         """True when Spark's own vectorised expressions can compute the result exactly.
 
         Tumbling or sliding windows, the default event-time trigger, no evictor and built-in
         aggregates only: the shape the vectorised backfill handles.
         """
+        if self.window is None:
+            return False
         default_trigger = self.trigger is None or (
             self.trigger.type == "event_time" and not self.trigger.purging
         )
         return self.window.type in ("tumbling", "sliding") and default_trigger and (
             self.evictor is None
         ) and not any(a.is_user_defined for a in self.aggregates)
+
+
+def _process_or_window(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A description with ``process`` (or without ``window``): a process pipeline's settings
+    are all there and consistent, and none of a windowed one's."""
+    if data.get("process") is None:
+        raise _Invalid("{setting} is required (or process: module:Class, your process "
+                       "function)", "window")
+    if data.get("window") is not None:
+        raise _Invalid("{setting}: a pipeline is windows and aggregates or a process "
+                       "function, not both; remove window or process", "process")
+    for name in _WINDOW_ONLY:
+        if data.get(name) is not None:
+            raise _Invalid("{setting} belongs to a windowed pipeline; a process function "
+                           "decides itself what to emit and when", name)
+    process = data["process"]
+    if not isinstance(process, str) or not is_user_function(process):
+        raise _Invalid(f"{{setting}} must name your class as module:Class, got {process!r}",
+                       "process")
+    from operators.process_pipeline import load_process_function
+
+    try:
+        load_process_function(process)
+    except ValueError as error:
+        raise _Invalid(f"{{setting}}: {error}", "process") from None
+    output = data.get("output")
+    if output is None:
+        raise _Invalid("{setting} is required for a process pipeline: its columns and types, "
+                       "e.g. {user: string, total: double, at_ms: long}", "output")
+    day = data.get("day_column")
+    if day is None:
+        raise _Invalid("{setting} is required for a process pipeline: the output column "
+                       "(epoch ms, long) whose day partitions the output", "day_column")
+    if isinstance(output, Mapping) and output.get(day) != "long":
+        raise _Invalid(f"{{setting}} {day!r} must be a long column of output (epoch "
+                       f"milliseconds); output has {dict(output)}", "day_column")
+    parameters = data.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        raise _Invalid("{setting} must be a mapping of keyword arguments", "parameters")
+    return data
 
 
 _ADAPTER = TypeAdapter(PipelineSpec)

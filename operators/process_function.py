@@ -138,7 +138,8 @@ class ProcessContext:
     sees does not depend on when a runtime happens to fire a due timer.
     """
 
-    __slots__ = ("_driver", "key", "timestamp", "time_domain", "_store", "_clock")
+    __slots__ = ("_driver", "key", "timestamp", "time_domain", "_store", "_clock", "is_late",
+                 "arrival_seq")
 
     def __init__(self, driver: KeyedProcessDriver) -> None:
         self._driver = driver
@@ -147,6 +148,11 @@ class ProcessContext:
         self.time_domain: int | None = None
         self._store: dict[str, Any] = {}
         self._clock = [MIN_WATERMARK, MIN_WATERMARK]
+        self.is_late = False
+        """In ``process_element``: the element's event time is at or behind the watermark in
+        force when it arrived (Flink hands late elements to the function too; it decides)."""
+        self.arrival_seq: int | None = None
+        """In ``process_element``: the element's arrival position (``None`` elsewhere)."""
 
     @property
     def current_watermark(self) -> int:
@@ -213,6 +219,8 @@ class KeyedProcessDriver:
         ctx.key = key
         ctx.timestamp = timestamp
         ctx.time_domain = domain
+        ctx.is_late = False
+        ctx.arrival_seq = None
         store = self.states.get(key)
         if store is None:
             store = self.states[key] = {}
@@ -245,9 +253,11 @@ class KeyedProcessDriver:
             self._release(key)
 
     def process(self, key: str, event_time: int, element: Mapping[str, Any] | None, *,
-                watermark: int, ingest_time: int) -> None:
+                watermark: int, ingest_time: int, arrival_seq: int | None = None) -> None:
         self.advance(watermark, ingest_time)
         ctx = self._bind(key, event_time, None, self.watermark, self.processing_time)
+        ctx.is_late = event_time <= watermark
+        ctx.arrival_seq = arrival_seq
         self.function.process_element(element, ctx, self.output)
         self._release(key)
 

@@ -172,7 +172,7 @@ def parse_event_line(text: str, where: str, spec: PipelineSpec, previous_ingest:
         if value is not None and not _is_number(value):
             raise ReplayInputError(f"{where}: field {field!r} must be a number or null, got "
                                    f"{value!r}")
-    gap_field = spec.window.gap_field
+    gap_field = spec.window.gap_field if spec.window is not None else None
     if gap_field is not None:
         gap = event.get(gap_field)
         if not isinstance(gap, int) or isinstance(gap, bool) or gap <= 0:
@@ -386,6 +386,58 @@ def never_fired(driver: WindowDriver) -> str | None:
             f"never fired. --final-watermark max fires them as the end of input would.")
 
 
+def replay_process(spec: PipelineSpec, args: argparse.Namespace, recorded_only: bool,
+                   say: Callable[[str], None]) -> int:
+    """A process pipeline (operators/process_pipeline.py): each key's records through the
+    function, its timers then fired at the last watermark (or ``--final-watermark``), as a
+    backfill does; its output rows to ``--panes`` (or standard output), its late records to
+    ``--late``."""
+    from operators.process_pipeline import ProcessFunctionError, Record, run_keys
+
+    try:
+        lines = read_arrival_log(args.events, spec)
+        records = records_of(lines)
+        if len(records) != len(lines):
+            raise ReplayInputError("watermark lines need a window operator's global clock; a "
+                                   "process pipeline's keys run apart: give records "
+                                   "watermark_ms instead")
+        watermarks = watermarks_for(records, spec, say, recorded_only=recorded_only)
+        histories: dict[str, list[Record]] = {}
+        for record, watermark in zip(records, watermarks, strict=True):
+            histories.setdefault(record.key, []).append(Record(
+                record.arrival_seq, record.event_time, watermark, record.ingest_time,
+                record.payload))
+        final = args.final_watermark if args.final_watermark is not None else \
+            max(watermarks, default=MIN_WATERMARK)
+        emitted = run_keys(spec, histories, final, args.pipeline.stem)
+    except ReplayInputError as error:
+        say(f"eventtime-replay: {error}")
+        return 1
+    except ProcessFunctionError as error:
+        say(f"eventtime-replay: {error}")
+        return 1
+    rows = [{"key": e.key, "emission": e.emission, **e.row} for e in emitted]
+    late = [{"key": key, "arrival_seq": r.arrival_seq, "event_time_ms": r.event_time_ms,
+             "watermark_ms": r.watermark_ms}
+            for key, history in sorted(histories.items()) for r in history
+            if r.event_time_ms <= r.watermark_ms]
+    try:
+        if args.panes is None:
+            for row in rows:
+                print(json_text(row))
+        else:
+            _write_jsonl(args.panes, rows)
+        if args.late is not None:
+            _write_jsonl(args.late, late)
+    except ReplayInputError as error:
+        say(f"eventtime-replay: {error}")
+        return 1
+    if not args.quiet:
+        say(f"eventtime-replay: {len(records)} records, {len(histories)} keys, {len(rows)} "
+            f"output rows, {len(late)} late records")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eventtime-replay",
@@ -434,6 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--pipeline and --events are required (or --transcript)")
     try:
         spec, recorded_only = load_replay_pipeline(args.pipeline, args.stream)
+        if spec.is_process:
+            return replay_process(spec, args, recorded_only, say)
         driver = build_driver(spec)  # combinations the operator refuses (say a delta trigger
     except (ValueError, PipelineConfigError) as error:  # on sessions) are pipeline errors too
         say(f"eventtime-replay: bad pipeline {args.pipeline}: {error}")

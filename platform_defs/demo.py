@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         result = materialize(
             assets, instance=instance, resources=resources,
             selection=AssetSelection.assets(*[AssetKey([pipeline.name, t]) for t in
-                                              ("window_results", "late_records",
-                                               "late_data_metrics")]),
+                                              _materialised(pipeline)]),
             tags={ASSET_PARTITION_RANGE_START_TAG: first_day,
                   ASSET_PARTITION_RANGE_END_TAG: last_day},
             run_config=QUIET_LOGS,
@@ -158,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_summary(spark, settings, time.monotonic() - started)
     return 0
+
+
+def _materialised(pipeline) -> tuple[str, ...]:
+    """The tables a pipeline's Dagster run materialises (the others its runtimes write)."""
+    if pipeline.spec.is_process:
+        return ("output", "late_records")
+    return ("window_results", "late_records", "late_data_metrics")
 
 
 def _enrich(assets: list, instance, resources: dict, platform) -> bool:
@@ -196,8 +202,15 @@ def print_summary(spark, settings, seconds: float) -> None:
             shown = "-" if rows is None else rows
             print(f"    {name:<25} {shown:>9} rows   {paths[name]}")
     for pipeline in map(versions.serving_pipeline, platform.pipelines.values()):
-        names = [tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS]
+        names = list(_materialised(pipeline))
         paths = {name: pipeline.table_path(name) for name in names}
+        if pipeline.spec.is_process:
+            print(f"  pipeline {pipeline.name} (stream {pipeline.stream.name}, version "
+                  f"{pipeline.version}): process function {pipeline.spec.process}")
+            for name, rows in table_counts(spark, paths).items():
+                shown = "-" if rows is None else rows
+                print(f"    {name:<25} {shown:>9} rows   {paths[name]}")
+            continue
         totals = metric_totals(spark, pipeline)
         print(f"  pipeline {pipeline.name} (stream {pipeline.stream.name}, version "
               f"{pipeline.version}): on time "

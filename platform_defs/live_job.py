@@ -9,6 +9,7 @@ backfilled partitions alike.
 """
 
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import date, timedelta
 
 from dagster import (
     AssetCheckEvaluation,
@@ -72,6 +73,21 @@ def day_materializations(pipeline: Pipeline, metrics: Iterable[dict],
                                        metadata=metadata)
 
 
+def process_materializations(pipeline: Pipeline, first_day: str | None,
+                             last_day: str | None) -> Iterator[AssetMaterialization]:
+    """A process pipeline's days a live run wrote: one materialisation per table and day."""
+    if not first_day or not last_day:
+        return
+    start = max(date.fromisoformat(first_day), daily_partitions.start.date())
+    about_versions = version_metadata(pipeline)
+    for offset in range((date.fromisoformat(last_day) - start).days + 1):
+        day = (start + timedelta(days=offset)).isoformat()
+        for name in (tables.OUTPUT, tables.LATE_RECORDS):
+            yield AssetMaterialization(
+                asset_key=pipeline_key(pipeline, name), partition=day,
+                metadata={**table_path_metadata(pipeline.table_path(name)), **about_versions})
+
+
 def day_events(pipeline: Pipeline, metrics: list[dict],
                thresholds: monitoring.MonitoringResource, instance: DagsterInstance,
                detail: Mapping[str, DayLateness] | None = None
@@ -121,6 +137,9 @@ def live_increment(context: OpExecutionContext, config: IncrementConfig,
     for key, days in step.pipelines.items():
         pipeline = days.pipeline
         context.log.info(f"{key} ({step.engine}): days {days.first_day} .. {days.last_day}")
+        if pipeline.spec.is_process:
+            yield from process_materializations(pipeline, days.first_day, days.last_day)
+            continue
         detail = (late_detail(session, pipeline, days.first_day, days.last_day)
                   if days.first_day and days.last_day else {})
         yield from day_events(pipeline, days.metrics, monitoring_thresholds,

@@ -46,6 +46,7 @@ from platform_defs.live_job import (
     IncrementConfig,
     day_events,
     ingest_materializations,
+    process_materializations,
     stream_of,
 )
 from platform_defs.resources import PlatformResource
@@ -85,8 +86,13 @@ def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          "records ingested")
         yield from ingest_materializations(stream, report)
         for days in message["pipelines"].values():
-            yield from day_events(version_of(settings, days["pipeline"], days["version"]),
-                                  days["metrics"], monitoring_thresholds, context.instance)
+            pipeline = version_of(settings, days["pipeline"], days["version"])
+            if pipeline.spec.is_process:
+                yield from process_materializations(pipeline, days["first_day"],
+                                                    days["last_day"])
+                continue
+            yield from day_events(pipeline, days["metrics"], monitoring_thresholds,
+                                  context.instance)
         for switched in message.get("switched", []):
             yield from switch_observations(settings, switched)
 
@@ -131,8 +137,11 @@ class _StreamRecorder:
             kind = message.get("kind")
             if kind == "batch":
                 self.batches += 1
+                known = self.settings.platform.pipelines.get(message["pipeline"])
+                table = tables.OUTPUT if known is not None and known.spec.is_process \
+                    else tables.LATE_DATA_METRICS
                 yield AssetObservation(
-                    asset_key=pipeline_key(message["pipeline"], tables.LATE_DATA_METRICS),
+                    asset_key=pipeline_key(message["pipeline"], table),
                     metadata=monitoring.batch_metadata(message),
                     description=f"live micro-batch {message['batch_id']}")
             elif kind == "ingest":
@@ -142,9 +151,14 @@ class _StreamRecorder:
                     k: v for k, v in message.items() if k not in ("kind", "stream")})
             elif kind == "stopped":
                 for written in message["pipelines"].values():
-                    yield from day_events(
-                        version_of(self.settings, written["pipeline"], written["version"]),
-                        written["metrics"], self.thresholds, self.context.instance)
+                    pipeline = version_of(self.settings, written["pipeline"],
+                                          written["version"])
+                    if pipeline.spec.is_process:
+                        yield from process_materializations(pipeline, written["first_day"],
+                                                            written["last_day"])
+                        continue
+                    yield from day_events(pipeline, written["metrics"], self.thresholds,
+                                          self.context.instance)
         self.handled = len(messages)
 
 

@@ -77,6 +77,8 @@ def finality_requests(instance: DagsterInstance, platform: Platform) -> list[Run
     """One single-run backfill per pipeline and contiguous range of newly final days."""
     requests = []
     for pipeline in platform.pipelines.values():
+        if pipeline.spec.is_process:
+            continue  # no windows to become final: its output is final when emitted
         watermark = max_column_value(pipeline.stream.arrival_log, "watermark_ms")
         if watermark is None:
             continue

@@ -43,9 +43,10 @@ with G1). The jobs the suite starts as processes keep Java's default, as a user'
 
 
 LONGEST_FIRST = (
-    "tests/cluster/test_standalone.py",
     "tests/faults/test_kills.py",
+    "tests/cluster/test_standalone.py",
     "tests/dagster/test_live_spark.py",
+    "tests/faults/test_rollout_kills.py",
     "tests/test_determinism.py",
     "tests/test_rollout.py",
     "tests/nexmark/test_spark.py",

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from jobs.runtime.buckets import BucketEngine
-from jobs.runtime.key_runner import BASE_OUTPUT, aggregate_type
+from jobs.runtime.key_runner import BASE_OUTPUT, value_columns
 from operators.pipeline import PipelineSpec
 
 PIPELINE_COLUMN = "pipeline"
@@ -30,8 +30,12 @@ _PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double
                   "string": "object"}
 
 
-def make_engine(spec: PipelineSpec) -> Callable[[], BucketEngine]:
+def make_engine(spec: PipelineSpec, name: str = "pipeline") -> Callable[[], BucketEngine]:
     """The bucket engine of one pipeline (built on the executors, from the pickled spec)."""
+    if spec.is_process:
+        from jobs.live.process import ProcessBucket
+
+        return lambda: ProcessBucket(spec, name)
     if spec.is_standard_window:
         from jobs.live.standard import StandardWindows
 
@@ -51,8 +55,8 @@ def stream_output_columns(specs: Sequence[PipelineSpec]) -> list[tuple[str, str]
     engine emits, and each pipeline's aggregates."""
     columns = [(PIPELINE_COLUMN, "string"), *BASE_OUTPUT]
     for index, spec in enumerate(specs):
-        columns += [(aggregate_column(index, a.name), aggregate_type(a.fn))
-                    for a in spec.aggregates]
+        columns += [(aggregate_column(index, name), kind)
+                    for name, kind in value_columns(spec)]
     return columns
 
 
@@ -67,9 +71,10 @@ class PipelineEngines:
 
     def __init__(self, names: Sequence[str], specs: Sequence[PipelineSpec]) -> None:
         self.names = list(names)
-        self.engines = [make_engine(spec)() for spec in specs]
-        self.renames = [{f"agg_{a.name}": aggregate_column(i, a.name) for a in spec.aggregates}
-                        for i, spec in enumerate(specs)]
+        self.engines = [make_engine(spec, name.split("@")[0])()
+                        for name, spec in zip(self.names, specs, strict=True)]
+        self.renames = [{f"agg_{name}": aggregate_column(i, name)
+                         for name, _ in value_columns(spec)} for i, spec in enumerate(specs)]
         columns = stream_output_columns(specs)
         self.columns = [name for name, _ in columns]
         self.dtypes = {name: _PANDAS_DTYPES.get(kind, "object") for name, kind in columns}
@@ -125,6 +130,7 @@ def pipeline_rows(rows: pd.DataFrame, index: int, name: str, spec: PipelineSpec
                   ) -> pd.DataFrame:
     """One pipeline's rows of the stream's output, in the columns its own engine emits."""
     mine = rows[rows[PIPELINE_COLUMN].to_numpy() == name]
-    renames = {aggregate_column(index, a.name): f"agg_{a.name}" for a in spec.aggregates}
+    renames = {aggregate_column(index, column): f"agg_{column}"
+               for column, _ in value_columns(spec)}
     columns = [name for name, _ in BASE_OUTPUT] + list(renames)
     return mine[columns].rename(columns=renames).reset_index(drop=True)

@@ -116,10 +116,12 @@ def run_stream(pipes, progress: Callable[[str], None], args: argparse.Namespace)
     for key, days in report.days.items():
         pipeline = report.versions[key]
         metrics[key] = {"pipeline": pipeline.name, "version": pipeline.version,
-                        "metrics": [_row(row.asDict()) for row in spark.read.format("delta")
-                                    .load(pipeline.table_path(tables.LATE_DATA_METRICS))
-                                    .where(F.col("window_end_date").between(*days))
-                                    .orderBy("window_end_date").collect()]}
+                        "first_day": days[0], "last_day": days[1], "metrics": [] if
+                        pipeline.spec.is_process else
+                        [_row(row.asDict()) for row in spark.read.format("delta")
+                         .load(pipeline.table_path(tables.LATE_DATA_METRICS))
+                         .where(F.col("window_end_date").between(*days))
+                         .orderBy("window_end_date").collect()]}
     pipes.report_custom_message({"kind": "stopped", "stream": stream.name,
                                  "batches": len(report.batches), "pipelines": metrics})
 

@@ -188,6 +188,8 @@ class PipelineSink:
     def _write(self, rows: pd.DataFrame, batch_id: int) -> dict | None:
         if rows.empty:
             return None  # a batch with no output at all
+        if self.pipeline.spec.is_process:
+            return self._write_process(rows, batch_id)
         spec = self.pipeline.spec
         zone = self.pipeline.time_zone
         kind = rows["kind"].to_numpy()
@@ -229,6 +231,60 @@ class PipelineSink:
                                       int(progress["max_ingest_ms"].max())]
                                      + ([int(ends.max()) - 1] if len(ends) else []))
         return summary
+
+    def _write_process(self, rows: pd.DataFrame, batch_id: int) -> dict:
+        """A process pipeline's output rows (inserted unless there: ``(key, emission)`` is a
+        row's identity) and late records (by key and arrival position), at once."""
+        from jobs.process import rows as process_rows
+        from jobs.process.tables import (
+            EVENT_DATE,
+            IDENTITY,
+            LATE_IDENTITY,
+            OUTPUT,
+            OUTPUT_DATE,
+        )
+
+        spec, zone = self.pipeline.spec, self.pipeline.time_zone
+        kind = rows["kind"].to_numpy()
+        output, late = rows[kind == "output"], rows[kind == "late"]
+        progress = rows[kind == "progress"]
+        writes: list[Callable[[], None]] = []
+        if len(output):
+            named = output.rename(columns={f"agg_{c.name}": c.name for c in spec.output})
+            data = process_rows.output_table(named, spec, zone)
+            writes.append(lambda: self._insert_by(data, OUTPUT, IDENTITY, OUTPUT_DATE))
+        if len(late):
+            data_late = process_rows.late_table(late, zone)
+            writes.append(lambda: self._insert_by(data_late, tables.LATE_RECORDS,
+                                                  LATE_IDENTITY, EVENT_DATE))
+        with ThreadPoolExecutor(max_workers=max(1, len(writes))) as pool:
+            for future in [pool.submit(write) for write in writes]:
+                future.result()
+        days = []  # the days written (the increment's Dagster materialisations name them)
+        if len(output):
+            days += [str(pc_min(data.column(OUTPUT_DATE))), str(pc_max(data.column(OUTPUT_DATE)))]
+        if len(late):
+            days += [str(pc_min(data_late.column(EVENT_DATE))),
+                     str(pc_max(data_late.column(EVENT_DATE)))]
+        if days:
+            first, last = min(days), max(days)
+            self.days = (first, last) if self.days is None else (
+                min(self.days[0], first), max(self.days[1], last))
+        records = int(progress["records"].sum()) if len(progress) else 0
+        watermarks = rows["watermark_ms"].dropna()
+        return {"batch_id": batch_id, "records": records,
+                "first_arrival_seq": int(progress["min_arrival_seq"].min()) if records else None,
+                "last_arrival_seq": int(progress["arrival_seq"].max()) if records else None,
+                "panes": len(output), "late_records": len(late),
+                "watermark_ms": int(watermarks.max()) if len(watermarks) else None,
+                "first_ms": None, "last_ms": None}
+
+    def _insert_by(self, data: pa.Table, table: str, keys: tuple[str, ...],
+                   partition: str) -> None:
+        days = data.column(partition)
+        bounds = f"t.{partition} >= '{pc_min(days)}' AND t.{partition} <= '{pc_max(days)}'"
+        fast_writes.insert_new(self.pipeline.table_path(table), data, keys=keys, bounds=bounds,
+                               partition_by=[partition])
 
     def _merge_panes(self, panes: pd.DataFrame) -> None:
         """The latest pane per key and window replaces an older one; the condition names the
@@ -277,6 +333,13 @@ class PipelineSink:
         if not pending:
             return []
         started = time.monotonic()
+        if self.pipeline.spec.is_process:  # no windows: each batch's counts, as they are
+            self._append_process_batches(pending)
+            self.batches.extend(pending)
+            self._forget(pending)
+            if self.on_flush is not None:
+                self.on_flush(pending)
+            return pending
         rows = self._batch_metrics(pending)
         with_records = [s for s in pending if s["records"]]
         if with_records:
@@ -350,6 +413,16 @@ class PipelineSink:
         if new:
             self._append_batch_rows(new, rows.schema, path)
         return [r.asDict() for r in collected]
+
+    def _append_process_batches(self, pending: list[dict]) -> None:
+        """A process pipeline's ``late_data_metrics_batches``: per micro-batch its arrival
+        range, output rows (``panes``) and late records; appended under the last batch's id."""
+        path = self.pipeline.table_path(BATCH_METRICS)
+        names = ("batch_id", "records", "first_arrival_seq", "last_arrival_seq", "panes",
+                 "late_records")
+        data = pa.table({name: pa.array([s[name] for s in pending], pa.int64())
+                         for name in names})
+        fast_writes.append(path, data, app_id=self.app_id, version=pending[-1]["batch_id"])
 
     def _append_batch_rows(self, new: list, schema, path: str) -> None:
         """One small append with the batch id as Delta transaction; a table from an older

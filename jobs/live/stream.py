@@ -45,6 +45,7 @@ from jobs.settings import SettingsError
 from jobs.streams import Stream
 from jobs.windows.vectorised import field_column
 from operators.pipeline import PipelineSpec
+from operators.process_pipeline import user_error_in
 
 DEFAULT_BUCKETS = 16
 STREAM_SETTINGS = {
@@ -271,9 +272,7 @@ def run_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | No
                                    buckets=buckets)
         with heartbeat(progress, f"live {stream.name}",
                        detail=lambda q=query, s=sink: query_state(q, s)):
-            query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(f"live stream failed: {query.exception()}")
+            _await(query)
         sink.close()
         report.add(sink)
         for pipeline in run.pipelines:  # the log as it was at the query's start, all of it
@@ -319,9 +318,7 @@ def run_rollout(spark: SparkSession, pipeline: Pipeline, *,
                                    buckets=buckets)
         with heartbeat(progress, f"rollout {pipeline.name}",
                        detail=lambda q=query, s=sink: query_state(q, s)):
-            query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(f"rollout of {pipeline.name} failed: {query.exception()}")
+            _await(query, f"rollout of {pipeline.name}")
         sink.close()
         report.add(sink)
     done = rollout.switch_if_pending(pipeline, "caught up with the arrival log (rollout)")
@@ -330,6 +327,31 @@ def run_rollout(spark: SparkSession, pipeline: Pipeline, *,
         progress(done.said())
     rollout.prune(pipeline, progress)
     return report
+
+
+def _await(query: StreamingQuery, what: str = "live stream") -> None:
+    """Wait for an ``available now`` query to end; its failure as :func:`_raise_failure`
+    says it."""
+    try:
+        query.awaitTermination()
+    except Exception as failure:
+        user = user_error_in(str(failure))
+        if user is not None:
+            raise user from None
+        raise
+    _raise_failure(query, what)
+
+
+def _raise_failure(query: StreamingQuery, what: str = "live stream") -> None:
+    """A failed query's error: a process function's own (the key, the record, the user's
+    traceback, without the JVM's frames), or the query's."""
+    failure = query.exception()
+    if failure is None:
+        return
+    user = user_error_in(str(failure))
+    if user is not None:
+        raise user
+    raise RuntimeError(f"{what} failed: {failure}")
 
 
 def _drain(query: StreamingQuery, timeout_s: float = 30.0) -> None:
@@ -499,8 +521,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                     start(run)
             stop.wait(poll_s)
         for each in running:
-            if each.query.exception() is not None:
-                raise RuntimeError(f"live stream failed: {each.query.exception()}")
+            _raise_failure(each.query)
         for each in running:
             _drain(each.query)
     finally:

@@ -51,6 +51,7 @@ BASE_OUTPUT = [
     ("max_event_ms", "long"),
     ("min_ingest_ms", "long"),
     ("max_ingest_ms", "long"),
+    ("emission", "long"),  # process pipelines' output rows: their number among the key's
 ]
 
 _PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double": "Float64",
@@ -63,10 +64,18 @@ def aggregate_type(fn: str) -> str:
     return {"count": "long", "mean": "double"}.get(fn, SPARK_TYPE)
 
 
+def value_columns(spec: PipelineSpec) -> list[tuple[str, str]]:
+    """``(name, Spark type)`` of a pipeline's own values: its aggregates, or a process
+    pipeline's output columns."""
+    if spec.is_process:
+        return [(c.name, c.type) for c in spec.output]
+    return [(a.name, aggregate_type(a.fn)) for a in spec.aggregates]
+
+
 def output_columns(spec: PipelineSpec) -> list[tuple[str, str]]:
-    """``(name, Spark type)`` of every output column, the pipeline's aggregates as
+    """``(name, Spark type)`` of every output column, the pipeline's values as
     ``agg_<name>``."""
-    return BASE_OUTPUT + [(f"agg_{a.name}", aggregate_type(a.fn)) for a in spec.aggregates]
+    return BASE_OUTPUT + [(f"agg_{name}", kind) for name, kind in value_columns(spec)]
 
 
 def output_schema(spec: PipelineSpec) -> str:

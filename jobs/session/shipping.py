@@ -4,8 +4,8 @@ On a cluster the executors' Python has pyspark and the third-party dependencies 
 project (nobody installs a data team's code on every worker). Spark runs Python functions that
 live in ``operators`` and ``jobs`` (the stateful processors, the window computations), so the
 session adds a zip of those packages (``SparkContext.addPyFile``, the same mechanism as
-``spark-submit --py-files``) built from the driver's own copy, and user modules the pipeline
-names (``PLATFORM_PY_FILES``) beside it.
+``spark-submit --py-files``) built from the driver's own copy, and the user's files listed in
+``spark.submit.pyFiles`` (``PLATFORM_SPARK_CONF``) beside it.
 
 Then one tiny task imports everything the jobs need on an executor. Without that check, a
 missing module kills the executor inside transformWithState's state-server thread and the
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-PROJECT_PACKAGES = ("operators", "jobs", "nexmark")
+PROJECT_PACKAGES = ("operators", "jobs", "nexmark", "examples")
 """The packages whose functions Spark runs on executors."""
 
 EXECUTOR_MODULES = ("pandas", "pyarrow", "numpy", "google.protobuf", "operators", "jobs",

@@ -20,6 +20,7 @@ from pydantic import Field
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job, live_stream_job
 from platform_defs.pipeline_assets import pipeline_assets, windowed_job
+from platform_defs.process_assets import process_assets, process_job
 from platform_defs.schedules import finality_schedule
 from platform_defs.sensors import landing_sensor
 from platform_defs.stream_assets import stream_assets
@@ -47,12 +48,15 @@ class EventTimePipelines(dg.Component, dg.Resolvable, dg.Model):
         assets: list = []
         for stream in platform.streams.values():
             assets += stream_assets(stream, self.owners)
-        for pipeline in platform.pipelines.values():
+        windowed = [p for p in platform.pipelines.values() if not p.spec.is_process]
+        processes = [p for p in platform.pipelines.values() if p.spec.is_process]
+        for pipeline in windowed:
             assets += pipeline_assets(pipeline, self.owners, freshness)
-        pipelines = list(platform.pipelines.values())
+        for pipeline in processes:
+            assets += process_assets(pipeline, self.owners, freshness)
         return dg.Definitions(
             assets=assets,
-            jobs=[*(windowed_job(p) for p in pipelines), live_job, live_pipes_job,
-                  live_stream_job],
-            schedules=[finality_schedule(pipelines)],
+            jobs=[*(windowed_job(p) for p in windowed), *(process_job(p) for p in processes),
+                  live_job, live_pipes_job, live_stream_job],
+            schedules=[finality_schedule(windowed)],
             sensors=[landing_sensor])

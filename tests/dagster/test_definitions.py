@@ -16,9 +16,12 @@ STREAM_TABLES = [tables.ARRIVAL_LOG, tables.QUARANTINE, "enrichment_responses",
                  "enriched_events", "enrichment_dead_letters"]
 PIPELINE_TABLES = [tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS,
                    tables.BATCH_METRICS]
+PROCESSES = ("daily_totals", "spend_spike")
+"""The demo's process pipelines (their own functions: output and late records)."""
 TABLE_ASSETS = ([f"events/{t}" for t in STREAM_TABLES]
                 + [f"{p}/{t}" for p in PIPELINES for t in PIPELINE_TABLES]
-                + ["sessions/window_assignments"])  # the one the operator library runs per key
+                + ["sessions/window_assignments"]  # the one the operator library runs per key
+                + [f"{p}/{t}" for p in PROCESSES for t in (tables.OUTPUT, tables.LATE_RECORDS)])
 
 
 def test_every_pipeline_and_stream_of_the_folders_is_defined():
@@ -27,8 +30,16 @@ def test_every_pipeline_and_stream_of_the_folders_is_defined():
     assert {k.to_user_string() for k in graph.get_all_asset_keys()} == {
         "events/landing_files", *TABLE_ASSETS}
     for name in ("live_job", "live_pipes_job", "live_stream_job",
-                 *(f"{p}_windowed_job" for p in PIPELINES)):
+                 *(f"{p}_windowed_job" for p in PIPELINES),
+                 *(f"{p}_process_job" for p in PROCESSES)):
         assert defs.resolve_job_def(name) is not None
+    for process in PROCESSES:  # a group each, like every pipeline
+        node = graph.get(AssetKey([process, tables.OUTPUT]))
+        assert node.group_name == process
+        assert node.code_version == PlatformSettings.from_env(check=False).platform \
+            .pipelines[process].version
+        assert {c.name for c in node.metadata["dagster/column_schema"].columns} >= {
+            "user", "key", "emission", "output_date"}
     assert defs.resolve_schedule_def("finality_schedule") is not None
     assert defs.resolve_sensor_def("landing_sensor") is not None
     platform = PlatformSettings.from_env(check=False).platform
@@ -59,7 +70,7 @@ def test_every_table_has_description_owner_kinds_schema_and_path():
             pipeline, table = name.split("/")
             version = serving_pipeline(platform.pipelines[pipeline]).version
             assert path.endswith(f"pipelines/{pipeline}/versions/{version}/{table}"), name
-        assert node.group_name in {"events", "enrichment", *PIPELINES}, name
+        assert node.group_name in {"events", "enrichment", *PIPELINES, *PROCESSES}, name
     results = graph.get(AssetKey(["per_minute", tables.WINDOW_RESULTS]))
     assert {c.name for c in results.metadata["dagster/column_schema"].columns} >= {
         "key", "window_start_ms", "pane_index", "timing", "is_last", "events", "value_sum"}

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from jobs import versions
 from jobs.backfill import run_backfill
 from jobs.live import run_live
 from tests.faults.helpers import KILLS, QUIET, SESSIONS, copy_log, pipelines_of
@@ -137,48 +136,3 @@ def test_a_backfill_killed_mid_write_and_run_again_is_exact(spark, source, tmp_p
     run_backfill(spark, pipeline, **QUIET)
     assert_same(expected, output_tables(spark, pipeline))
 
-
-def test_a_rollout_killed_anywhere_leaves_readers_on_a_whole_version_and_finishes(
-        spark, source, tmp_path):
-    """A changed pipeline rolled out by ``python -m jobs rollout`` (its new version computed
-    from the log in micro-batches of one file, then the switch), SIGKILLed at random points:
-    after each kill readers see the old version or the new one, and the tables of the one
-    they see equal a clean backfill of it; the tables of the other version are a clean
-    backfill's too where they are complete. Running the command again finishes the rollout."""
-    changed = PER_MINUTE.replace("allowed_lateness: 30s", "allowed_lateness: 45s")
-    clean = {}
-    for label, text in (("old", PER_MINUTE), ("new", changed)):
-        env = copy_log(source, tmp_path / f"clean-{label}", {"per_minute": text})
-        run_backfill(spark, pipelines_of(env)["per_minute"], **QUIET)
-        clean[label] = output_tables(spark, pipelines_of(env)["per_minute"])
-    env = copy_log(source, tmp_path / "rolled", {"per_minute": PER_MINUTE})
-    old = pipelines_of(env)["per_minute"]
-    run_backfill(spark, old, **QUIET)  # the serving version
-    (Path(env["PLATFORM_PIPELINES"]) / "per_minute.yaml").write_text(changed)
-    new = pipelines_of(env)["per_minute"]
-    log = tmp_path / "rollout.log"
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
-    kills, seen = [], []
-    for _ in range(KILLS + 1):
-        marker, count = rng.choice([("live events: batch ", 1), ("live events: batch ", 2),
-                                    ("live events: batch ", 3), ("readers switched", 1)])
-        delay = rng.uniform(0, 1.5)
-        process = _start(["rollout", "per_minute", "--no-ingest",
-                          "--max-files-per-trigger", "1"], env, log)
-        if _kill_when(process, log, marker, count, delay):
-            kills.append((marker.strip(), count, round(delay, 1)))
-        current = versions.serving(new).version
-        seen.append(current)
-        assert current in (old.version, new.version)
-        label = "new" if current == new.version else "old"
-        assert_same(clean[label], output_tables(spark, versions.serving_pipeline(new)))
-        if current == new.version:
-            break
-    print(f"{len(kills)} kills of the rollout (after, times, seconds): {kills}; readers saw "
-          f"{seen}")
-    finished = _start(["rollout", "per_minute", "--no-ingest"], env, log)
-    assert finished.wait(timeout=300) == 0, log.read_text()[-3000:]
-    assert versions.serving(new).version == new.version
-    assert_same(clean["new"], output_tables(spark, new))
-    assert_same(clean["old"], output_tables(spark, old))
-    assert kills, "at least one kill landed"

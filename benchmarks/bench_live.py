@@ -70,14 +70,21 @@ engines)."""
 EXTRA_WINDOWS = {"tumbling_1h": "window: {type: tumbling, size: 1h}"}
 
 
+PROCESSES = ("daily_totals", "spend_spike")
+"""The repository's process pipelines (a user's KeyedProcessFunction each): ``--windows
+daily_totals`` runs one; plain Spark's side is then its tumbling one-minute query."""
+
+
 def pipelines_for(window: str, count: int, mix: str = "demo") -> dict[str, str]:
     """``count`` pipelines over the one stream: the configuration's window first, then the
     mix's others in order."""
     order = [window, *(w for w in MIXES[mix] if w != window)]
     if count > len(order):
         raise SystemExit(f"--pipelines: at most {len(order)} with --mix {mix}")
-    return {name: PIPELINE.format(window=WINDOWS[name][0] if name in WINDOWS
-                                  else EXTRA_WINDOWS[name]) for name in order[:count]}
+    repo = Path(__file__).resolve().parents[1]
+    return {name: (repo / "pipelines" / f"{name}.yaml").read_text() if name in PROCESSES
+            else PIPELINE.format(window=WINDOWS[name][0] if name in WINDOWS
+                                 else EXTRA_WINDOWS[name]) for name in order[:count]}
 
 
 # -- the producer (its own process: the stream's driver keeps its GIL) -----------------------------
@@ -351,7 +358,7 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     landing.mkdir(parents=True)
     checkpoint = landing.parent / "checkpoint"
     warm_up(landing)
-    size, slide = WINDOWS[window][1]
+    size, slide = WINDOWS[window if window in WINDOWS else "tumbling"][1]
     events = (spark.readStream.schema("key string, event_time long, value double, "
                                       "received_at long")
               .option("pathGlobFilter", "*.jsonl").option("recursiveFileLookup", "true")
@@ -429,7 +436,7 @@ def main() -> None:
     parser.add_argument("--rates", type=int, nargs="+", default=[5_000, 10_000, 20_000])
     parser.add_argument("--keys", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--windows", nargs="+", default=["tumbling", "sliding", "session"],
-                        choices=sorted(WINDOWS))
+                        choices=sorted([*WINDOWS, *PROCESSES]))
     parser.add_argument("--seconds", type=float, default=180.0, help="offered period")
     parser.add_argument("--drain", type=float, default=15.0, help="seconds after the producer")
     parser.add_argument("--partitions", type=int, default=4, help="source partitions")

@@ -9,9 +9,11 @@ whatever the engine, batch size or machine. See docs/semantics.md, "Watermarks".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK
@@ -209,3 +211,72 @@ def assign_watermarks(
         result.append(watermarks.watermark_for(partition, ingest_time_ms))
         watermarks.observe(partition, event_time_ms, ingest_time_ms, event)
     return result
+
+
+def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
+                     partitions: Sequence[str], event_times: np.ndarray,
+                     ingest_times: np.ndarray) -> tuple[np.ndarray, dict[str, Any]] | None:
+    """:func:`assign_watermarks` for many records at once, and the state after them (what
+    :meth:`ArrivalWatermarks.snapshot` gives), computed with numpy instead of a walk: for
+    bounded out-of-orderness and monotonous strategies ticking on every record. ``None`` for
+    the others (punctuated, interval ticks), which keep the walk.
+
+    A record's watermark is ``max(previous, min over the partitions active at its ingest time
+    of (max event time seen before it - delay - 1))``, held when all are idle: per partition a
+    running maximum and a forward fill, shifted by one record, then a minimum across
+    partitions and a running maximum (tests/test_watermarks.py holds it to the walk)."""
+    if spec.strategy not in ("bounded_out_of_orderness", "monotonous") or \
+            spec.tick_interval_ms is not None:
+        return None
+    delay = spec.max_out_of_orderness_ms if spec.strategy == "bounded_out_of_orderness" else 0
+    timeout = spec.idle_timeout_ms
+    events = np.asarray(event_times, dtype=np.int64)
+    ingests = np.asarray(ingest_times, dtype=np.int64)
+    count = len(events)
+    restored = ArrivalWatermarks.restore(spec, snapshot)
+    combined = restored._combined
+    names = sorted(set(partitions) | set(restored._partitions))
+    codes = {name: index for index, name in enumerate(names)}
+    partition_codes = np.fromiter((codes[p] for p in partitions), dtype=np.int64, count=count)
+    positions = np.arange(count)
+    never = np.iinfo(np.int64).max
+    lowest = np.full(count, never, dtype=np.int64)
+    end_partitions: dict[str, list[int]] = {}
+    for name, code in codes.items():
+        saved = restored._partitions.get(name)
+        start_seen = saved.strategy.snapshot() if saved is not None else None
+        start_ingest = saved.last_ingest_ms if saved is not None else None
+        mine = partition_codes == code
+        seen = np.where(mine, events, np.iinfo(np.int64).min)
+        seen = np.maximum.accumulate(seen) if count else seen
+        before_seen = np.empty(count, dtype=np.int64)
+        if count:
+            before_seen[0] = np.iinfo(np.int64).min
+            before_seen[1:] = seen[:-1]
+        last = np.where(mine, positions, -1)
+        last = np.maximum.accumulate(last) if count else last
+        before_last = np.empty(count, dtype=np.int64)
+        if count:
+            before_last[0] = -1
+            before_last[1:] = last[:-1]
+        exists = before_last >= 0
+        floor = MIN_WATERMARK + delay + 1 if start_seen is None else start_seen
+        max_seen = np.where(exists, np.maximum(before_seen, floor), floor)
+        last_ingest = np.where(exists, ingests[np.maximum(before_last, 0)],
+                               start_ingest if start_ingest is not None else 0)
+        present = exists | (start_seen is not None)
+        active = present if timeout is None else present & (ingests - last_ingest < timeout)
+        current = max_seen - delay - 1
+        lowest = np.where(active & (current < lowest), current, lowest)
+        if mine.any():
+            end_partitions[name] = [max(int(seen[-1]), floor), int(ingests[last[-1]])]
+        elif saved is not None:
+            end_partitions[name] = [start_seen, start_ingest]
+    proposals = np.where(lowest == never, np.iinfo(np.int64).min, lowest)
+    watermarks = np.maximum.accumulate(np.maximum(proposals, combined)) if count else \
+        np.empty(0, dtype=np.int64)
+    if count:
+        combined = max(combined, int(watermarks[-1]))
+    state = {"combined": combined, "last_tick": restored._last_tick,
+             "partitions": {name: end_partitions[name] for name in sorted(end_partitions)}}
+    return watermarks, state

@@ -133,7 +133,7 @@ def daily_totals_reference(log, last_watermark: int) -> dict:
             for (key, day, end), (total, count) in totals.items() if end <= last_watermark}
 
 
-def spend_spike_reference(log, small=2.0, large=60.0, within=300_000) -> list:
+def spend_spike_reference(log, small=2.0, large=60.0, within=1_800_000) -> list:
     """Walk each key's records in arrival order: a large amount alerts when the key's last
     small amount is at most ``within`` before it and its clearing timer has not fired (the
     watermark of no record of the key in between reached small time + within)."""

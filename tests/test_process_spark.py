@@ -25,9 +25,11 @@ pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = {name: (REPO / "pipelines" / f"{name}.yaml").read_text()
             for name in ("daily_totals", "spend_spike")}
-SPIKES = EXAMPLES["spend_spike"].replace("{small: 2, large: 60, within: 5m}",
+SPIKES = EXAMPLES["spend_spike"].replace("{small: 2, large: 60, within: 30m}",
                                          "{small: 8, large: 40, within: 30m}")
 """Thresholds that the generated values cross often."""
+if "small: 8" not in SPIKES:
+    raise AssertionError("the example's parameters changed: update SPIKES")
 
 
 @pytest.fixture(scope="module")

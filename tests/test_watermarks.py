@@ -132,3 +132,27 @@ def test_interval_ticks_move_only_on_the_ingest_clock():
     # the tick at 200 also saw the one ingested at 100 (max 4000)
     assert assign_watermarks(spec, records) == [MIN_WATERMARK, MIN_WATERMARK, MIN_WATERMARK,
                                                 2999, 3999]
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(arrival_logs(), st.data())
+def test_the_vectorised_column_equals_the_walk_from_any_restored_state(case, data):
+    """What ingest computes with numpy (``watermark_column``) is what the walk computes, record
+    for record, and leaves the same state, from a state restored anywhere in the log."""
+    from operators.watermarks import watermark_column
+
+    spec, records = case
+    cut = data.draw(st.integers(0, len(records)))
+    walked = ArrivalWatermarks(spec)
+    assign_watermarks(spec, records[:cut], start=walked)
+    before = walked.snapshot()
+    expected = assign_watermarks(spec, records[cut:], start=walked)
+    column = watermark_column(spec, before, [r[0] for r in records[cut:]],
+                              [r[1] for r in records[cut:]], [r[2] for r in records[cut:]])
+    if spec.strategy == "punctuated" or spec.tick_interval_ms is not None:
+        assert column is None  # the walk computes those
+        return
+    assert column is not None
+    watermarks, state = column
+    assert watermarks.tolist() == expected
+    assert state == walked.snapshot()

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from jobs.streams.landing.fast_parse import FastParser
 from jobs.streams.landing.folder import LandingFolder, read_range
 from jobs.streams.landing.log import CHANGED, DUPLICATE, FilePart, Plan
-from jobs.streams.landing.parsing import ParsedEvent, Rejection, check_event_time_bounds, parse_line
+from jobs.streams.landing.parsing import ParsedEvent, Rejection, check_event_time_bounds
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK, parse_timestamp_ms
-from operators.watermarks import ArrivalWatermarks
+from operators.watermarks import ArrivalWatermarks, watermark_column
 
 INVALID_UTF8 = "invalid_utf8"
 BAD_INGEST_STAMP = "bad_ingest_stamp"
@@ -54,6 +57,17 @@ class IngestRules:
         """The field a punctuated watermark reads (``None`` for the other strategies)."""
         return self.watermark.punctuation_field \
             if self.watermark.strategy == "punctuated" else None
+
+    @property
+    def parser(self) -> FastParser:
+        """``parse_line`` at C speed for these rules (jobs/streams/landing/fast_parse.py),
+        built once per process (not pickled with the rules to Spark's executors)."""
+        return parser_for(self.max_line_bytes, (self.clock_field, self.punctuation_field))
+
+
+@lru_cache(maxsize=8)
+def parser_for(max_line_bytes: int, extra_fields: tuple[str | None, ...]) -> FastParser:
+    return FastParser(max_line_bytes, extra_fields)
 
 
 @dataclass(slots=True)
@@ -122,6 +136,34 @@ def _split_lines(raw: bytes) -> list[bytes]:
     return chunks
 
 
+def _texts(raw: bytes) -> list[str | bytes]:
+    """A part's lines as text; a line that is not UTF-8 stays bytes (it is quarantined). The
+    whole part is decoded at once when it can be (lines split at the same newlines)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        texts: list[str | bytes] = []
+        for chunk in _split_lines(raw):
+            try:
+                texts.append(chunk.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(chunk)
+        return texts
+    lines: list[str | bytes] = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _invalid_utf8(part: FilePart, number: int, chunk: bytes) -> Line:
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError as error:
+        detail = str(error)[:200]
+    return Line(part.name, part.partition, number, None, chunk.decode("utf-8", errors="replace"),
+                Rejection(INVALID_UTF8, detail))
+
+
 def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
                rules: IngestRules) -> list[Line]:
     """Every line of one file part, parsed, with its ingest clock: a function of the part's
@@ -133,26 +175,33 @@ def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
         return [Line(part.name, part.partition, 0, plan.planned_at_ms, "", Rejection(
             DUPLICATE_FILE, f"same content as {part.same_as}, already ingested; its lines "
                             "are not read again"))]
-    chunks = _split_lines(read_range(landing, part.name, part.offset, part.size))
+    raw = read_range(landing, part.name, part.offset, part.size)
+    numbered = list(enumerate(_texts(raw), start=part.first_line))
     file_lines: list[Line] = []
-    for number, chunk in enumerate(chunks, start=part.first_line):
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError as error:
-            file_lines.append(Line(part.name, part.partition, number, None,
-                                    chunk.decode("utf-8", errors="replace"),
-                                    Rejection(INVALID_UTF8, str(error)[:200])))
+    if part.kind == CHANGED:
+        for number, text in numbered:
+            if isinstance(text, str) and text.strip():
+                file_lines.append(Line(part.name, part.partition, number, plan.planned_at_ms,
+                                       text, Rejection(FILE_CHANGED, part.same_as or "")))
+            elif not isinstance(text, str):
+                file_lines.append(_invalid_utf8(part, number, text))
+        _fill_clock(file_lines, plan.planned_at_ms)
+        return file_lines
+    texts = [(number, text) for number, text in numbered
+             if not isinstance(text, str) or text.strip()]  # blank lines are not records
+    good = [text for _, text in texts if isinstance(text, str)]
+    verdicts = iter(rules.parser.parse_many(good))
+    name, partition = part.name, part.partition
+    for number, text in texts:
+        if not isinstance(text, str):
+            file_lines.append(_invalid_utf8(part, number, text))
             continue
-        if not text.strip():
-            continue  # blank lines carry nothing; they are not records
-        if part.kind == CHANGED:
-            file_lines.append(Line(part.name, part.partition, number, plan.planned_at_ms,
-                                    text, Rejection(FILE_CHANGED, part.same_as or "")))
-            continue
-        parsed = parse_line(text, rules.max_line_bytes)
+        parsed = next(verdicts)
         clock = None
         if clock_field is not None and isinstance(parsed, ParsedEvent):
-            clock = _clock_of(parsed.fields.get(clock_field))
+            stamp = parsed.fields.get(clock_field)
+            clock = stamp if type(stamp) is int and _CLOCK_RANGE[0] <= stamp <= \
+                _CLOCK_RANGE[1] else _clock_of(stamp)
         elif clock_field is not None:
             clock = _clock_from_text(text, clock_field)
         if clock is not None and clock > stamp_limit:
@@ -164,7 +213,7 @@ def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
                                    f"the wall clock when the batch was planned "
                                    f"({plan.planned_at_ms})", parsed.event_time_ms)
             clock = None
-        file_lines.append(Line(part.name, part.partition, number, clock, text, parsed))
+        file_lines.append(Line(name, partition, number, clock, text, parsed))
     _fill_clock(file_lines, plan.planned_at_ms)
     return file_lines
 
@@ -187,53 +236,95 @@ class Arrivals:
 def arrive(lines: list[Line], plan: Plan, rules: IngestRules) -> Arrivals:
     """Put the lines in arrival order by ``(ingest clock, file, line)`` and walk them once:
     only a good record moves the ingest clock and the watermarks. Needs of each line only its
-    clock, place, partition, event time and parse verdict (not its text)."""
-    lines = sorted(lines, key=lambda line: (line.clock_ms, line.source_file, line.line_number))
-    watermarks = ArrivalWatermarks.restore(rules.watermark, plan.start_state.get("watermarks"))
+    clock, place, partition, event time and parse verdict (not its text).
+
+    The lines' clocks are sorted, so a line's ingest time is its clock or, if later, the last
+    one of the batch before (the start state): no good record depends on another's verdict.
+    That lets the order, the event-time bounds and (for the strategies
+    :func:`~operators.watermarks.watermark_column` computes) the watermarks be columns; other
+    strategies walk the records."""
+    order = _arrival_order(lines)
+    lines = [lines[i] for i in order]
     last_ingest = plan.start_state.get("last_ingest_ms", MIN_WATERMARK)
-    ordered: list[tuple[Line, int, int | Rejection]] = []
-    for line in lines:
-        # only a good record moves the ingest clock: a quarantined line never moves a watermark
-        clock = max(last_ingest, line.clock_ms)
+    clocks = [max(last_ingest, line.clock_ms) for line in lines]
+    verdicts: list[int | Rejection | None] = []
+    good: list[int] = []
+    for index, (line, clock) in enumerate(zip(lines, clocks, strict=True)):
         parsed = line.parsed
         if isinstance(parsed, ParsedEvent):
-            parsed = check_event_time_bounds(parsed.event_time_ms, clock, rules.max_future_ms,
-                                             rules.max_past_ms) or parsed
+            event = parsed.event_time_ms
+            if event > clock + rules.max_future_ms or event < clock - rules.max_past_ms:
+                parsed = check_event_time_bounds(event, clock, rules.max_future_ms,
+                                                 rules.max_past_ms)
         if isinstance(parsed, Rejection):
-            ordered.append((line, clock, parsed))
-            continue
-        last_ingest = clock
-        ordered.append((line, clock, watermarks.watermark_for(line.source_partition, clock)))
-        watermarks.observe(line.source_partition, parsed.event_time_ms, clock, parsed.fields)
-    state = {"watermarks": watermarks.snapshot(), "last_ingest_ms": last_ingest}
-    return Arrivals(ordered, state, watermarks.current)
+            verdicts.append(parsed)
+        else:
+            verdicts.append(None)
+            good.append(index)
+    start = plan.start_state.get("watermarks")
+    partitions = [lines[i].source_partition for i in good]
+    events = [lines[i].parsed.event_time_ms for i in good]
+    ingests = [clocks[i] for i in good]
+    column = watermark_column(rules.watermark, start, partitions, events, ingests)
+    if column is not None:
+        marks, snapshot = column
+        for index, mark in zip(good, marks.tolist(), strict=True):
+            verdicts[index] = mark
+        current = snapshot["combined"]
+    else:  # punctuated, or ticks at intervals: the walk
+        watermarks = ArrivalWatermarks.restore(rules.watermark, start)
+        for index, partition in zip(good, partitions, strict=True):
+            verdicts[index] = watermarks.watermark_for(partition, clocks[index])
+            watermarks.observe(partition, lines[index].parsed.event_time_ms, clocks[index],
+                               lines[index].parsed.fields)
+        snapshot, current = watermarks.snapshot(), watermarks.current
+    if good:
+        last_ingest = clocks[good[-1]]
+    state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
+    return Arrivals(list(zip(lines, clocks, verdicts, strict=True)), state, current)
+
+
+def _arrival_order(lines: list[Line]) -> list[int]:
+    """The lines' indexes sorted by ``(clock, file, line number)`` (numpy's lexsort: files
+    compare as Python compares strings, by code point)."""
+    if not lines:
+        return []
+    files = np.array([line.source_file for line in lines])
+    numbers = np.fromiter((line.line_number for line in lines), dtype=np.int64,
+                          count=len(lines))
+    clocks = np.fromiter((line.clock_ms for line in lines), dtype=np.int64, count=len(lines))
+    return np.lexsort((numbers, files, clocks)).tolist()
 
 
 def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) -> BatchRows:
     """The plan's lines in arrival order: good records with their ingest time and watermark,
     bad lines with their reason."""
     arrivals = arrive(read_lines(landing, plan, rules), plan, rules)
-    good: dict[str, list] = {name: [] for name in ARRIVAL_COLUMNS}
-    bad: dict[str, list] = {name: [] for name in QUARANTINE_COLUMNS}
-    for line, clock, verdict in arrivals.ordered:
-        if isinstance(verdict, Rejection):
-            for name, value in (("source_partition", line.source_partition),
-                                ("source_file", line.source_file),
-                                ("line_number", line.line_number),
-                                ("ingest_time_ms", clock), ("reason", verdict.reason),
-                                ("detail", verdict.detail),
-                                ("event_time_ms", verdict.event_time_ms),
-                                ("raw_line", (line.text or "")[:RAW_LINE_LIMIT])):
-                bad[name].append(value)
-            continue
-        parsed = line.parsed
-        assert isinstance(parsed, ParsedEvent)
-        for name, value in (("source_partition", line.source_partition),
-                            ("source_file", line.source_file), ("line_number", line.line_number),
-                            ("key", parsed.key), ("event_time_ms", parsed.event_time_ms),
-                            ("ingest_time_ms", clock), ("watermark_ms", verdict),
-                            ("value", parsed.value), ("payload", line.text)):
-            good[name].append(value)
+    ordered = arrivals.ordered
+    kept = [(line, clock, mark) for line, clock, mark in ordered
+            if not isinstance(mark, Rejection)]
+    dropped = [(line, clock, why) for line, clock, why in ordered if isinstance(why, Rejection)]
+    good = {
+        "source_partition": [line.source_partition for line, _, _ in kept],
+        "source_file": [line.source_file for line, _, _ in kept],
+        "line_number": [line.line_number for line, _, _ in kept],
+        "key": [line.parsed.key for line, _, _ in kept],
+        "event_time_ms": [line.parsed.event_time_ms for line, _, _ in kept],
+        "ingest_time_ms": [clock for _, clock, _ in kept],
+        "watermark_ms": [mark for _, _, mark in kept],
+        "value": [line.parsed.value for line, _, _ in kept],
+        "payload": [line.text for line, _, _ in kept],
+    }
+    bad = {
+        "source_partition": [line.source_partition for line, _, _ in dropped],
+        "source_file": [line.source_file for line, _, _ in dropped],
+        "line_number": [line.line_number for line, _, _ in dropped],
+        "ingest_time_ms": [clock for _, clock, _ in dropped],
+        "reason": [why.reason for _, _, why in dropped],
+        "detail": [why.detail for _, _, why in dropped],
+        "event_time_ms": [why.event_time_ms for _, _, why in dropped],
+        "raw_line": [(line.text or "")[:RAW_LINE_LIMIT] for line, _, _ in dropped],
+    }
     bad_rows = pd.DataFrame(bad, columns=list(QUARANTINE_COLUMNS))
     # ints beside nulls would become float64 and round event times beyond 2**53
     bad_rows["event_time_ms"] = pd.Series(bad["event_time_ms"], dtype=object)

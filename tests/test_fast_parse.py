@@ -1,0 +1,74 @@
+"""The fast parser (msgspec, in batches) against ``parse_line`` (the json module, line by line):
+for any text, any JSON object and any bytes, alone or mixed with others in one batch, the same
+record (key, event time, exact value, the fields ingest reads) or the same rejection (reason,
+detail, event time). The ingest tests and the on-executors equality test then hold the whole
+batch's rows to what they were."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.streams.landing.fast_parse import FastParser
+from jobs.streams.landing.parsing import ParsedEvent, parse_line
+from tests.depth import examples
+from tests.faults.test_bad_input import records
+
+PARSER = FastParser(300, ("received_at", "mark"))
+DECIMAL = pa.decimal128(38, 9)
+LINES = st.one_of(
+    st.text(max_size=120),
+    records.map(json.dumps),
+    records.map(lambda r: json.dumps(r, separators=(",", ":"))),
+    st.binary(max_size=120).map(lambda b: b.decode("utf-8", errors="surrogateescape")),
+    st.builds(lambda k, t, v, r: json.dumps({"key": k, "event_time": t, "value": v,
+                                             "received_at": r}),
+              st.text(max_size=12), st.integers(-(2**63), 2**63),
+              st.one_of(st.none(), st.integers(-(2**100), 2**100),
+                        st.decimals(allow_nan=False, allow_infinity=False).map(float),
+                        st.booleans(), st.text(max_size=3)),
+              st.one_of(st.none(), st.integers(), st.text(max_size=5))),
+    st.from_regex(r'\{"key": ?"[a-z]{1,5}", ?"event_time": ?-?\d{1,20}, ?"value": ?'
+                  r'-?\d{1,35}(\.\d{1,20})?([eE][+-]?\d{1,3})?\}', fullmatch=True),
+)
+
+
+def _same(fast, slow) -> None:
+    if isinstance(slow, ParsedEvent):
+        assert isinstance(fast, ParsedEvent), (fast, slow)
+        assert (fast.key, fast.event_time_ms) == (slow.key, slow.event_time_ms)
+        # the value as read is what the arrival log stores: exactly the rounded one
+        assert pa.array([fast.value], DECIMAL) == pa.array([slow.value], DECIMAL)
+        for name in PARSER.names:
+            assert fast.fields.get(name) == slow.fields.get(name), name
+    else:
+        assert fast == slow
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(st.lists(LINES, min_size=1, max_size=12))
+def test_a_batch_of_any_lines_parses_as_each_line_alone(lines):
+    """One ``decode_lines`` over the batch, resumed after every line it cannot take."""
+    fast = PARSER.parse_many(lines)
+    assert len(fast) == len(lines)
+    for line, result in zip(lines, fast, strict=True):
+        _same(result, parse_line(line, 300))
+
+
+def test_the_hard_cases_take_parse_lines_way():
+    cases = ['{"key": "k", "event_time": 1, "value": 1.0000000005}',  # rounds half up
+             '{"key": "k", "event_time": 1, "value": 1e28}', '{"key": "k", "event_time": 1,'
+             ' "value": 1e29}', '{"key": "\\ud800", "event_time": 1}',
+             '{"key": "k", "event_time": "2026-01-01T00:00:00Z"}', '{"key": "k"} {"x": 1}',
+             '{"key": "k", "event_time": NaN}', '{"key": "k", "event_time": 1, "key": "j"}',
+             '{"key": "k\t", "event_time": 1}', "[1, 2]", '{"key": " ", "event_time": 1}',
+             '{"key": "k", "event_time": 01}', '{"key": "é", "event_time": 1}']
+    for line in cases:
+        _same(PARSER.parse(line), parse_line(line, 300))
+    roomy = FastParser(10_000, ("received_at", "mark"))
+    for key in ("k" * 1024, "k" * 1025):  # the key's length limit, within the line's
+        line = json.dumps({"key": key, "event_time": 1})
+        _same(roomy.parse(line), parse_line(line, 10_000))

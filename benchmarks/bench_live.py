@@ -154,6 +154,33 @@ def start_producer(landing: Path, args, rate: int, keys: int, seconds: float
 # -- measurements ---------------------------------------------------------------------------------
 
 
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds (user + system, with waited-for children's) of a process and every process
+    below it (the JVM, Spark's Python workers, the producer), from /proc."""
+    root = os.getpid() if root is None else root
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        cpu[pid] = sum(int(v) for v in fields[11:15]) / ticks
+    total = 0.0
+    for pid in cpu:
+        walker = pid
+        while walker not in (0, 1, root) and walker in parents:
+            walker = parents[walker]
+        if walker == root:
+            total += cpu[pid]
+    return total
+
+
 @dataclass
 class Run:
     name: str
@@ -167,6 +194,8 @@ class Run:
     """How the backlog (landed, not yet processed) grew over that period, records/s: about 0
     when the stream keeps up."""
     latencies: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    """CPU seconds of every process of the run (:func:`tree_cpu_seconds`) over its period."""
     rollout_s: float | None = None
     """--rollout-after: from the pipeline's change to readers' switch."""
     rollout_latencies: list[float] = field(default_factory=list)
@@ -205,6 +234,16 @@ class Run:
                 f"p50 {during[0]:.2f} s p99 {during[1]:.2f} s "
                 f"({len(self.rollout_latencies)} files)")
 
+    @property
+    def cpu_per_event_us(self) -> float:
+        return 1e6 * self.cpu_seconds / self.processed_in_time if self.processed_in_time \
+            else float("nan")
+
+    def kept_up(self, rate: int) -> bool:
+        """Processed at least 95 % of the offered rate, the backlog not growing by more than
+        5 % of it."""
+        return self.steady_rate >= 0.95 * rate and self.backlog_growth <= 0.05 * rate
+
     def line(self) -> str:
         overhead = statistics.median(self.small_batch_seconds) if self.small_batch_seconds \
             else float("nan")
@@ -214,7 +253,7 @@ class Run:
                 f"{self.backlog_s:4.1f} s), latency p50 {self.percentile(50):5.2f}"
                 f" s p99 {self.percentile(99):5.2f} s max {max(self.latencies, default=0):5.2f}"
                 f" s, batches {len(self.batch_seconds)} (median {median:.2f} s, "
-                f"fixed overhead {overhead:.2f} s)")
+                f"fixed overhead {overhead:.2f} s), CPU {self.cpu_per_event_us:.1f} us/event")
 
 
 def _latencies(files: list, batches: list[tuple[int, float]], file_last: dict[str, int]
@@ -287,6 +326,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         time.sleep(0.2)
     warm = len(committed)
     started = time.time()
+    cpu_before = tree_cpu_seconds()
     producer, manifest = start_producer(stream.landing_dir, args, rate, keys, args.seconds)
     edited = None
     if rollout_after:  # change the first pipeline: its new version catches up beside it
@@ -297,6 +337,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         edited = time.time()
     producer.join()
     offered_until = time.time()
+    cpu_offered = tree_cpu_seconds() - cpu_before
     files = json.loads(manifest.read_text())
     processed_at_stop = max((c[0] + 1 for c in committed if c[1] <= offered_until), default=0)
     time.sleep(args.drain)
@@ -307,18 +348,24 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
                 .agg(F.max("arrival_seq"), F.count(F.lit(1))).collect()}
     file_last = {name: last for name, (last, _) in per_file.items()}
     offered = sum(n for _, _, n in files)
-    landed_good = log.count()
     warm_records = min((c[0] for c in committed[warm:]), default=0)
     run = Run("platform" if pipelines == 1 else f"platform x{pipelines}", offered,
               offered_until - started)
     run.processed_in_time = max(0, processed_at_stop - warm_records)
-    run.backlog_s = max(0, landed_good - processed_at_stop) / rate
+    run.cpu_seconds = cpu_offered
+    # what was offered and is good, ingested or not yet (when ingest itself lags, the log
+    # does not hold it all): every file's lines at the log's share of good lines
+    ingested_lines = sum(n for name, _, n in files if name in per_file)
+    good_share = sum(per_file[name][1] for name, _, _ in files if name in per_file) \
+        / ingested_lines if ingested_lines else 1.0
+    offered_good = good_share * sum(n for _, _, n in files)
+    run.backlog_s = max(0.0, offered_good - (processed_at_stop - warm_records)) / rate
     run.latencies = _latencies(files, [(c[0], c[1]) for c in committed], file_last)
     run.batch_seconds = [c[2] for c in committed[warm:]]
     run.small_batch_seconds = [c[2] for c in committed[warm:] if c[3] <= rate * 0.2]
-    landed, total = [], 0
-    for name, completed, _ in sorted(files, key=lambda f: f[1]):
-        total += per_file.get(name, (0, 0))[1]
+    landed, total = [], 0.0
+    for _, completed, count in sorted(files, key=lambda f: f[1]):
+        total += count * good_share  # offered, whether ingested yet or not
         landed.append((completed, total))
     run.steady(landed, [(c[1], c[0] + 1 - warm_records) for c in committed[warm:]], started,
                offered_until)
@@ -377,9 +424,11 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     while not any(p.get("numInputRows") for p in query.recentProgress):  # the warm-up batch
         time.sleep(0.2)
     started = time.time()
+    cpu_before = tree_cpu_seconds()
     producer, manifest = start_producer(landing, args, rate, keys, args.seconds)
     producer.join()
     offered_until = time.time()
+    cpu_offered = tree_cpu_seconds() - cpu_before
     time.sleep(args.drain)
     query.stop()
     files = json.loads(manifest.read_text())
@@ -411,6 +460,7 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     read_by_stop = sum(n for name, _, n in files if name in batch_of
                        and ends.get(batch_of[name], (float("inf"),))[0] <= offered_until)
     run.processed_in_time = read_by_stop
+    run.cpu_seconds = cpu_offered
     run.backlog_s = max(0, run.offered - read_by_stop) / rate
     run.batch_seconds = [v[1] for v in ends.values() if v[2]]
     run.small_batch_seconds = [v[1] for v in ends.values() if 0 < v[2] <= rate * 0.2]
@@ -429,6 +479,32 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
             processed.append((ends[batch][0], total))
     run.steady(landed, processed, started, offered_until)
     return run
+
+
+def find_max(spark, root: Path, args) -> None:
+    """Per window: the offered rate doubled from ``--rates[0]`` until an engine falls behind
+    (:meth:`Run.kept_up`); its ceiling is the highest rate it processed (at saturation, what
+    it can). Both engines on the same files at each rate, one after the other."""
+    keys = args.keys[0]
+    for window in args.windows:
+        ceilings = {"platform": 0.0, "plain Spark": 0.0}
+        behind = {"platform": False, "plain Spark": False}
+        rate = args.rates[0]
+        while not all(behind.values()) and rate <= 2_000_000:
+            print(f"\n== {window} windows, {rate:,} events/s offered, {keys:,} keys", flush=True)
+            for engine in ceilings:
+                if behind[engine]:
+                    continue
+                run = run_platform(spark, root, args, window, rate, keys) \
+                    if engine == "platform" else run_plain(spark, root, args, window, rate, keys)
+                print(run.line(), flush=True)
+                ceilings[engine] = max(ceilings[engine], run.steady_rate)
+                behind[engine] = not run.kept_up(rate)
+            rate *= 2
+        ratio = ceilings["platform"] / ceilings["plain Spark"] if ceilings["plain Spark"] \
+            else float("nan")
+        print(f"ceiling ({window}): platform {ceilings['platform']:,.0f} events/s, plain Spark "
+              f"{ceilings['plain Spark']:,.0f} events/s, ratio {ratio:.2f}", flush=True)
 
 
 def main() -> None:
@@ -453,6 +529,9 @@ def main() -> None:
                         help="also run each configuration with the first pipeline changed this "
                              "many seconds into the offered period (its new version catches up "
                              "beside it, then readers switch): latency with and without")
+    parser.add_argument("--find-max", action="store_true",
+                        help="for each window, double the offered rate (from the first of "
+                             "--rates) until each engine falls behind; print both ceilings")
     parser.add_argument("--verbose", action="store_true", help="print the platform's progress")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")
@@ -467,6 +546,13 @@ def main() -> None:
                         extra={"spark.sql.streaming.numRecentProgressUpdates": "100000",
                              "spark.driver.extraJavaOptions": "-XX:MaxJavaStackTraceDepth=100000"})
     root = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    if args.find_max:
+        try:
+            find_max(spark, root, args)
+        finally:
+            spark.stop()
+            shutil.rmtree(root, ignore_errors=True)
+        return
     configs = [(w, r, k) for w in args.windows for r in args.rates for k in args.keys]
     summary = []
     try:
@@ -497,7 +583,9 @@ def main() -> None:
             ratio = plain.steady_rate / platform.steady_rate if platform.steady_rate else \
                 float("inf")
             print(f"ratio plain/platform rate {ratio:.2f}, latency p50 "
-                  f"{platform.percentile(50) / plain.percentile(50):.2f}x plain's", flush=True)
+                  f"{platform.percentile(50) / plain.percentile(50):.2f}x plain's, CPU per "
+                  f"event {platform.cpu_per_event_us / plain.cpu_per_event_us:.2f}x plain's",
+                  flush=True)
             summary.append((window, rate, keys, platform, plain))
     finally:
         spark.stop()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -335,7 +336,7 @@ class Ingestor:
                 rows = batch_rows(self.landing, plan, self.rules)
                 append_started = time.monotonic()
                 self._append(plan, rows)
-                commit = Commit(plan.batch_id, len(rows.good), len(rows.bad), rows.end_state,
+                commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
                                 rows.reasons, rows.watermark_ms)
                 phases = {"parse": append_started - parse_started,
                           "append": time.monotonic() - append_started}
@@ -396,48 +397,47 @@ def _timestamps(ms: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
                     pa.timestamp("us", tz="UTC"), mask=mask)
 
 
-def arrival_table(good: pd.DataFrame, plan: Plan) -> pa.Table:
-    """The batch's good records in the arrival log's schema, positions assigned."""
-    count = len(good)
-    event = good["event_time_ms"].to_numpy(dtype="int64")
-    ingest = good["ingest_time_ms"].to_numpy(dtype="int64")
-    watermark = good["watermark_ms"].to_numpy(dtype="int64")
+def arrival_table(good: dict[str, Any], plan: Plan) -> pa.Table:
+    """The batch's good records (columns) in the arrival log's schema, positions assigned."""
+    count = len(good["key"])
+    event = np.asarray(good["event_time_ms"], dtype="int64")
+    ingest = np.asarray(good["ingest_time_ms"], dtype="int64")
+    watermark = np.asarray(good["watermark_ms"], dtype="int64")
     columns = {
         "arrival_seq": pa.array(np.arange(plan.first_seq, plan.first_seq + count,
                                           dtype="int64")),
         "ingest_batch": pa.array(np.full(count, plan.batch_id, dtype="int64")),
-        "source_partition": pa.array(good["source_partition"].tolist(), pa.string()),
-        "source_file": pa.array(good["source_file"].tolist(), pa.string()),
-        "line_number": pa.array(good["line_number"].to_numpy(dtype="int32")),
-        "key": pa.array(good["key"].tolist(), pa.string()),
+        "source_partition": pa.array(good["source_partition"], pa.string()),
+        "source_file": pa.array(good["source_file"], pa.string()),
+        "line_number": pa.array(np.asarray(good["line_number"], dtype="int32")),
+        "key": pa.array(good["key"], pa.string()),
         "event_time_ms": pa.array(event), "event_time": _timestamps(event),
         "ingest_time_ms": pa.array(ingest), "ingest_time": _timestamps(ingest),
         "watermark_ms": pa.array(watermark),
         "watermark": _timestamps(watermark, watermark != MIN_WATERMARK),
-        "value": pa.array(good["value"].tolist(), pa.decimal128(38, 9)),
-        "payload": pa.array(good["payload"].tolist(), pa.string()),
+        "value": pa.array(good["value"], pa.decimal128(38, 9)),
+        "payload": pa.array(good["payload"], pa.string()),
     }
     return pa.Table.from_pydict(columns, schema=ARRIVAL_SCHEMA)
 
 
-def quarantine_table(bad: pd.DataFrame, plan: Plan, time_zone: str) -> pa.Table:
-    """The batch's bad lines in the quarantine's schema; ``ingest_date`` is the day of the
-    ingest time in the partitions' time zone, as the metrics count it."""
-    count = len(bad)
-    ingest = bad["ingest_time_ms"].to_numpy(dtype="int64")
+def quarantine_table(bad: dict[str, Any], plan: Plan, time_zone: str) -> pa.Table:
+    """The batch's bad lines (columns) in the quarantine's schema; ``ingest_date`` is the day
+    of the ingest time in the partitions' time zone, as the metrics count it."""
+    count = len(bad["reason"])
+    ingest = np.asarray(bad["ingest_time_ms"], dtype="int64")
     days = pd.to_datetime(ingest, unit="ms", utc=True).tz_convert(ZoneInfo(time_zone)).date
-    event = [None if v is None or v != v else int(v) for v in bad["event_time_ms"]]
     columns = {
         "ingest_batch": pa.array(np.full(count, plan.batch_id, dtype="int64")),
-        "source_partition": pa.array(bad["source_partition"].tolist(), pa.string()),
-        "source_file": pa.array(bad["source_file"].tolist(), pa.string()),
-        "line_number": pa.array(bad["line_number"].to_numpy(dtype="int32")),
+        "source_partition": pa.array(bad["source_partition"], pa.string()),
+        "source_file": pa.array(bad["source_file"], pa.string()),
+        "line_number": pa.array(np.asarray(bad["line_number"], dtype="int32")),
         "ingest_time_ms": pa.array(ingest), "ingest_time": _timestamps(ingest),
         "ingest_date": pa.array(list(days), pa.date32()),
-        "reason": pa.array(bad["reason"].tolist(), pa.string()),
-        "detail": pa.array(bad["detail"].tolist(), pa.string()),
-        "event_time_ms": pa.array(event, pa.int64()),
-        "raw_line": pa.array(bad["raw_line"].tolist(), pa.string()),
+        "reason": pa.array(bad["reason"], pa.string()),
+        "detail": pa.array(bad["detail"], pa.string()),
+        "event_time_ms": pa.array(bad["event_time_ms"], pa.int64()),
+        "raw_line": pa.array(bad["raw_line"], pa.string()),
     }
     return pa.Table.from_pydict(columns, schema=QUARANTINE_SCHEMA)
 

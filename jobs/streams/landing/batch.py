@@ -10,12 +10,13 @@ their reason and never move the ingest clock or a watermark.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from jobs.streams.landing.fast_parse import FastParser
 from jobs.streams.landing.folder import LandingFolder, read_range
@@ -83,16 +84,26 @@ class Line:
 @dataclass
 class BatchRows:
     """What a batch appends: good records (arrival order, without positions yet) and bad
-    lines, plus the watermark state after it."""
+    lines, as columns (name -> list or numpy array), plus the watermark state after it."""
 
-    good: pd.DataFrame
-    bad: pd.DataFrame
+    good: dict[str, Any]
+    """:data:`ARRIVAL_COLUMNS`."""
+    bad: dict[str, Any]
+    """:data:`QUARANTINE_COLUMNS`."""
     end_state: dict
     watermark_ms: int
 
     @property
+    def records(self) -> int:
+        return len(self.good["key"])
+
+    @property
+    def quarantined(self) -> int:
+        return len(self.bad["reason"])
+
+    @property
     def reasons(self) -> dict[str, int]:
-        counts = self.bad["reason"].value_counts().to_dict() if len(self.bad) else {}
+        counts = Counter(self.bad["reason"])
         return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
@@ -113,20 +124,23 @@ def _clock_from_text(text: str, clock_field: str) -> int | None:
     return _clock_of(record.get(clock_field)) if isinstance(record, dict) else None
 
 
-def _fill_clock(lines: list[Line], default_ms: int) -> None:
+def _filled(clocks: list[int | None], default_ms: int) -> list[int]:
     """Lines without a stamp take the previous line's, else the next one's, else the batch's."""
     last = None
-    for line in lines:
-        if line.clock_ms is None:
-            line.clock_ms = last
+    filled: list[int | None] = []
+    for clock in clocks:
+        if clock is None:
+            filled.append(last)
         else:
-            last = line.clock_ms
+            last = clock
+            filled.append(clock)
     following = None
-    for line in reversed(lines):
-        if line.clock_ms is None:
-            line.clock_ms = following if following is not None else default_ms
-        else:
-            following = line.clock_ms
+    for index in range(len(filled) - 1, -1, -1):
+        if filled[index] is None:
+            filled[index] = following if following is not None else default_ms
+        elif clocks[index] is not None:
+            following = clocks[index]
+    return filled  # type: ignore[return-value]
 
 
 def _split_lines(raw: bytes) -> list[bytes]:
@@ -164,41 +178,57 @@ def _invalid_utf8(part: FilePart, number: int, chunk: bytes) -> Line:
                 Rejection(INVALID_UTF8, detail))
 
 
-def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
-               rules: IngestRules) -> list[Line]:
+@dataclass
+class PartRead:
+    """One file part's lines as columns, in file order: each line's number, text, ingest
+    clock and verdict (a record, or why it is quarantined)."""
+
+    name: str
+    partition: str
+    numbers: list[int]
+    texts: list[str]
+    clocks: list[int]
+    verdicts: list[ParsedEvent | Rejection]
+
+
+def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
+              rules: IngestRules) -> PartRead:
     """Every line of one file part, parsed, with its ingest clock: a function of the part's
     bytes and the plan alone, so parts can be read in any order and on any machine."""
     clock_field = rules.clock_field
     stamp_limit = plan.planned_at_ms + rules.max_future_ms
+    read = PartRead(part.name, part.partition, [], [], [], [])
     if part.kind == DUPLICATE:
         # it arrived when this batch was planned; its own lines are never read
-        return [Line(part.name, part.partition, 0, plan.planned_at_ms, "", Rejection(
+        read.numbers.append(0)
+        read.texts.append("")
+        read.clocks.append(plan.planned_at_ms)
+        read.verdicts.append(Rejection(
             DUPLICATE_FILE, f"same content as {part.same_as}, already ingested; its lines "
-                            "are not read again"))]
+                            "are not read again"))
+        return read
     raw = read_range(landing, part.name, part.offset, part.size)
-    numbered = list(enumerate(_texts(raw), start=part.first_line))
-    file_lines: list[Line] = []
+    kept = [(number, text) for number, text in enumerate(_texts(raw), start=part.first_line)
+            if not isinstance(text, str) or text.strip()]  # blank lines are not records
+    texts = [text for _, text in kept if isinstance(text, str)]
     if part.kind == CHANGED:
-        for number, text in numbered:
-            if isinstance(text, str) and text.strip():
-                file_lines.append(Line(part.name, part.partition, number, plan.planned_at_ms,
-                                       text, Rejection(FILE_CHANGED, part.same_as or "")))
-            elif not isinstance(text, str):
-                file_lines.append(_invalid_utf8(part, number, text))
-        _fill_clock(file_lines, plan.planned_at_ms)
-        return file_lines
-    texts = [(number, text) for number, text in numbered
-             if not isinstance(text, str) or text.strip()]  # blank lines are not records
-    good = [text for _, text in texts if isinstance(text, str)]
-    verdicts = iter(rules.parser.parse_many(good))
-    name, partition = part.name, part.partition
-    for number, text in texts:
+        verdicts = iter([Rejection(FILE_CHANGED, part.same_as or "")] * len(texts))
+    else:
+        verdicts = iter(rules.parser.parse_many(texts))
+    clocks: list[int | None] = []
+    for number, text in kept:
         if not isinstance(text, str):
-            file_lines.append(_invalid_utf8(part, number, text))
+            line = _invalid_utf8(part, number, text)
+            read.numbers.append(number)
+            read.texts.append(line.text or "")
+            read.verdicts.append(line.parsed)
+            clocks.append(None)
             continue
         parsed = next(verdicts)
         clock = None
-        if clock_field is not None and isinstance(parsed, ParsedEvent):
+        if part.kind == CHANGED:
+            clock = plan.planned_at_ms
+        elif clock_field is not None and type(parsed) is ParsedEvent:
             stamp = parsed.fields.get(clock_field)
             clock = stamp if type(stamp) is int and _CLOCK_RANGE[0] <= stamp <= \
                 _CLOCK_RANGE[1] else _clock_of(stamp)
@@ -207,15 +237,27 @@ def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
         if clock is not None and clock > stamp_limit:
             # a collector stamp from the future would drag the ingest clock (and with it
             # idleness and interval ticks, hence watermarks) forward for every later record
-            if isinstance(parsed, ParsedEvent):
+            if type(parsed) is ParsedEvent:
                 parsed = Rejection(BAD_INGEST_STAMP,
                                    f"{clock_field}={clock} is more than max_future_ms after "
                                    f"the wall clock when the batch was planned "
                                    f"({plan.planned_at_ms})", parsed.event_time_ms)
             clock = None
-        file_lines.append(Line(name, partition, number, clock, text, parsed))
-    _fill_clock(file_lines, plan.planned_at_ms)
-    return file_lines
+        read.numbers.append(number)
+        read.texts.append(text)
+        read.verdicts.append(parsed)
+        clocks.append(clock)
+    read.clocks = _filled(clocks, plan.planned_at_ms)
+    return read
+
+
+def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
+               rules: IngestRules) -> list[Line]:
+    """:func:`read_part` as lines (Spark's executors read parts this way)."""
+    read = read_part(landing, plan, part, rules)
+    return [Line(read.name, read.partition, number, clock, text, verdict)
+            for number, clock, text, verdict in zip(read.numbers, read.clocks, read.texts,
+                                                     read.verdicts, strict=True)]
 
 
 def read_lines(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) -> list[Line]:
@@ -298,35 +340,73 @@ def _arrival_order(lines: list[Line]) -> list[int]:
 
 def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) -> BatchRows:
     """The plan's lines in arrival order: good records with their ingest time and watermark,
-    bad lines with their reason."""
-    arrivals = arrive(read_lines(landing, plan, rules), plan, rules)
-    ordered = arrivals.ordered
-    kept = [(line, clock, mark) for line, clock, mark in ordered
-            if not isinstance(mark, Rejection)]
-    dropped = [(line, clock, why) for line, clock, why in ordered if isinstance(why, Rejection)]
-    good = {
-        "source_partition": [line.source_partition for line, _, _ in kept],
-        "source_file": [line.source_file for line, _, _ in kept],
-        "line_number": [line.line_number for line, _, _ in kept],
-        "key": [line.parsed.key for line, _, _ in kept],
-        "event_time_ms": [line.parsed.event_time_ms for line, _, _ in kept],
-        "ingest_time_ms": [clock for _, clock, _ in kept],
-        "watermark_ms": [mark for _, _, mark in kept],
-        "value": [line.parsed.value for line, _, _ in kept],
-        "payload": [line.text for line, _, _ in kept],
+    bad lines with their reason; as :func:`arrive` orders and walks them, with columns (numpy
+    where it can) instead of a line at a time."""
+    reads = [read_part(landing, plan, part, rules) for part in plan.files]
+    names = sorted({read.name for read in reads})
+    code_of = {name: code for code, name in enumerate(names)}
+    count = sum(len(read.numbers) for read in reads)
+    codes = np.fromiter((code_of[read.name] for read in reads for _ in read.numbers),
+                        dtype=np.int64, count=count)
+    numbers = np.fromiter((n for read in reads for n in read.numbers), dtype=np.int64,
+                          count=count)
+    clocks = np.fromiter((c for read in reads for c in read.clocks), dtype=np.int64,
+                         count=count)
+    order = np.lexsort((numbers, codes, clocks)) if count else np.empty(0, dtype=np.int64)
+    files = [read.name for read in reads for _ in read.numbers]
+    partitions = [read.partition for read in reads for _ in read.numbers]
+    texts = [t for read in reads for t in read.texts]
+    verdicts = [v for read in reads for v in read.verdicts]
+    index = order.tolist()
+    files, partitions = [files[i] for i in index], [partitions[i] for i in index]
+    texts, verdicts = [texts[i] for i in index], [verdicts[i] for i in index]
+    numbers, clocks = numbers[order], clocks[order]
+    last_ingest = plan.start_state.get("last_ingest_ms", MIN_WATERMARK)
+    clocks = np.maximum(clocks, last_ingest)  # the lines' clocks are sorted (see arrive)
+    is_event = np.fromiter((type(v) is ParsedEvent for v in verdicts), dtype=bool, count=count)
+    events = np.fromiter((v.event_time_ms if type(v) is ParsedEvent else 0 for v in verdicts),
+                         dtype=np.int64, count=count)
+    out_of_bounds = is_event & ((events > clocks + rules.max_future_ms)
+                                | (events < clocks - rules.max_past_ms))
+    for i in np.flatnonzero(out_of_bounds).tolist():
+        verdicts[i] = check_event_time_bounds(int(events[i]), int(clocks[i]),
+                                              rules.max_future_ms, rules.max_past_ms)
+    good = np.flatnonzero(is_event & ~out_of_bounds)
+    bad = np.flatnonzero(~(is_event & ~out_of_bounds))
+    kept = good.tolist()
+    start = plan.start_state.get("watermarks")
+    good_partitions = [partitions[i] for i in kept]
+    column = watermark_column(rules.watermark, start, good_partitions, events[good],
+                              clocks[good])
+    if column is not None:
+        marks, snapshot = column
+        current = snapshot["combined"]
+    else:  # punctuated, or ticks at intervals: the walk
+        watermarks = ArrivalWatermarks.restore(rules.watermark, start)
+        walked = []
+        for i, partition in zip(kept, good_partitions, strict=True):
+            walked.append(watermarks.watermark_for(partition, int(clocks[i])))
+            watermarks.observe(partition, int(events[i]), int(clocks[i]), verdicts[i].fields)
+        marks = np.array(walked, dtype=np.int64)
+        snapshot, current = watermarks.snapshot(), watermarks.current
+    if kept:
+        last_ingest = int(clocks[kept[-1]])
+    records = [verdicts[i] for i in kept]
+    good_rows = {
+        "source_partition": good_partitions, "source_file": [files[i] for i in kept],
+        "line_number": numbers[good], "key": [r.key for r in records],
+        "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
+        "value": [r.value for r in records], "payload": [texts[i] for i in kept],
     }
-    bad = {
-        "source_partition": [line.source_partition for line, _, _ in dropped],
-        "source_file": [line.source_file for line, _, _ in dropped],
-        "line_number": [line.line_number for line, _, _ in dropped],
-        "ingest_time_ms": [clock for _, clock, _ in dropped],
-        "reason": [why.reason for _, _, why in dropped],
-        "detail": [why.detail for _, _, why in dropped],
-        "event_time_ms": [why.event_time_ms for _, _, why in dropped],
-        "raw_line": [(line.text or "")[:RAW_LINE_LIMIT] for line, _, _ in dropped],
+    dropped = bad.tolist()
+    rejections = [verdicts[i] for i in dropped]
+    bad_rows = {
+        "source_partition": [partitions[i] for i in dropped],
+        "source_file": [files[i] for i in dropped], "line_number": numbers[bad],
+        "ingest_time_ms": clocks[bad], "reason": [r.reason for r in rejections],
+        "detail": [r.detail for r in rejections],
+        "event_time_ms": [r.event_time_ms for r in rejections],
+        "raw_line": [texts[i][:RAW_LINE_LIMIT] for i in dropped],
     }
-    bad_rows = pd.DataFrame(bad, columns=list(QUARANTINE_COLUMNS))
-    # ints beside nulls would become float64 and round event times beyond 2**53
-    bad_rows["event_time_ms"] = pd.Series(bad["event_time_ms"], dtype=object)
-    return BatchRows(pd.DataFrame(good, columns=list(ARRIVAL_COLUMNS)), bad_rows,
-                     arrivals.end_state, arrivals.watermark_ms)
+    state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
+    return BatchRows(good_rows, bad_rows, state, current)

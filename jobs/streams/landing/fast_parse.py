@@ -150,7 +150,12 @@ class FastParser:
         match = _AT_BYTE.search(message)
         if match:
             offset = starts[begin] + int(match.group(1))
-            return max(begin, bisect.bisect_right(starts, offset) - 1)
+            line = max(begin, bisect.bisect_right(starts, offset) - 1)
+            if offset == starts[line] and line > begin:
+                # the error is at the very start of a line: the line before it is the one
+                # left open (a truncated object runs on into the next line)
+                return line - 1
+            return line
         return None
 
 

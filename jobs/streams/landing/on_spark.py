@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import pandas as pd
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -314,9 +313,8 @@ def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRul
             # a Delta commit from Spark costs about 1.5 s; few bad lines go through deltalake
             found = _bad_lines(joined).toArrow().sort_by("arrival_index")
             # Python values, not float64 (event times beyond 2**53 stay exact)
-            bad = pd.DataFrame({name: pd.Series(found.column(name).to_pylist(), dtype=object)
-                                for name in QUARANTINE_COLUMNS})
-            if len(bad) or not fast_writes.table_exists(quarantine):
+            bad = {name: found.column(name).to_pylist() for name in QUARANTINE_COLUMNS}
+            if bad["reason"] or not fast_writes.table_exists(quarantine):
                 fast_writes.append(quarantine, quarantine_table(bad, plan, time_zone),
                                    app_id="ingest-quarantine", version=plan.batch_id)
         else:

@@ -7,6 +7,7 @@
     python -m jobs live [--pipeline per_minute ...]   # ingest what is new, update, stop
     python -m jobs live --trigger "2 seconds" [--duration 600]   # the long-running job
     python -m jobs rollout NAME              # compute a changed pipeline's new version, switch
+    python -m jobs kafka [--topic events:4]  # an Apache Kafka broker on 127.0.0.1:9092
     python -m jobs nexmark q5 [--mode backfill|live] [--param window_size_ms=10000 ...]
 
 Settings come from the ``PLATFORM_*`` environment variables (docs/settings.md); the
@@ -94,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
                          help="only use what is already in the arrival log")
     rolling.add_argument("--max-files-per-trigger", type=int,
                          help="arrival-log files per micro-batch (default: all at once)")
+    broker = commands.add_parser("kafka", help="run an Apache Kafka broker (KRaft, in its own "
+                                               "JVM, jars from Maven Central) on 127.0.0.1 "
+                                               "until interrupted")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--data", help="its folder (default: <PLATFORM_HOME>/kafka)")
+    broker.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                        help="create this topic if it is not there (repeatable)")
     nexmark = commands.add_parser("nexmark", help="run a Nexmark query over a stream's "
                                                   "arrival log")
     nexmark.add_argument("query", choices=["q5", "q7", "q8", "q11", "q12"])
@@ -148,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "settings":
         return _settings(args.markdown)
     stops = StopRequests().install()
+    if args.command == "kafka":
+        return _kafka(args, stops)
     try:
         plan = _checked(args)
     except (SettingsError, ValueError) as error:
@@ -331,7 +341,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
         # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
         # and Spark starts only if there is something to stream
         from jobs.fast_writes import table_exists
-        from jobs.streams.landing import ingest
+        from jobs.streams import ingest
 
         for stream in plan.streams:
             ingest(None, stream)
@@ -339,8 +349,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
             return
         waiting = [s for s in plan.pipelines if not table_exists(s.arrival_log)]
         for stream in waiting:
-            print(f"{args.command} {stream.name}: nothing to do: nothing has landed in "
-                  f"{stream.landing} yet")
+            print(f"{args.command} {stream.name}: nothing to do: {stream.nothing_yet}")
             del plan.pipelines[stream]
         if not plan.pipelines:
             return
@@ -369,7 +378,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
     stops.cancel_with((lambda: None) if long_running  # its streams stop between batches
                       else spark.sparkContext.cancelAllJobs)
     if args.command == "ingest":
-        from jobs.streams.landing import ingest
+        from jobs.streams import ingest
 
         for stream in plan.streams:
             ingest(spark, stream)
@@ -393,7 +402,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
                   f"{report.rows} rows, {report.late} late{report.hint}")
     elif args.command == "rollout":
         from jobs.live.stream import run_rollout
-        from jobs.streams.landing import ingest
+        from jobs.streams import ingest
 
         for stream in plan.streams:
             ingest(spark, stream)
@@ -404,19 +413,57 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
     elif args.trigger == "available_now":
         from jobs.delta_io import table_exists
         from jobs.live import run_live
-        from jobs.streams.landing import ingest
+        from jobs.streams import ingest
 
         for stream, pipelines in plan.pipelines.items():
             if stream in plan.streams:
                 ingest(spark, stream)
             if not table_exists(spark, stream.arrival_log):
-                print(f"live {stream.name}: nothing to do: nothing has landed in "
-                      f"{stream.landing} yet")
+                print(f"live {stream.name}: nothing to do: {stream.nothing_yet}")
                 continue
             run_live(spark, stream, pipelines, checkpoint=plan.checkpoint,
                      max_files_per_trigger=args.max_files_per_trigger)
     else:
         _run_long(spark, args, plan, stops.event)
+
+
+def _kafka(args: argparse.Namespace, stops: StopRequests) -> int:
+    """A broker for users and the demo, until SIGINT or SIGTERM (then stopped cleanly)."""
+    from pathlib import Path
+
+    from jobs.settings import PlatformSettings, SettingsError
+    from jobs.streams.kafka.broker import BrokerError, KafkaBroker, create_topics
+
+    try:
+        settings = PlatformSettings.from_env()
+        topics = {}
+        for item in args.topic:
+            name, _, count = item.partition(":")
+            if not name or (count and not count.isdigit()):
+                raise SettingsError(f"--topic {item!r}: expected NAME or NAME:PARTITIONS")
+            topics[name] = int(count or 1)
+    except SettingsError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    folder = Path(args.data or Path(settings.home) / "kafka")
+    broker = KafkaBroker(folder, args.port)
+    try:
+        broker.start()
+        create_topics(broker.bootstrap_servers, topics)
+        print(f"kafka: bootstrap servers {broker.bootstrap_servers}; Ctrl-C stops the broker "
+              "(its data stays in " f"{folder})", flush=True)
+        stops.event.wait()
+    except BrokerError as error:
+        print(f"kafka: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    signum = stops.signum or 2
+    print(f"kafka: interrupted by {'SIGINT' if signum == 2 else 'SIGTERM'}; the broker "
+          f"stopped cleanly, its data kept in {folder}", file=sys.stderr)
+    return 130 if signum == 2 else 143
 
 
 def _pending_rollouts(plan: Plan) -> bool:

@@ -91,9 +91,13 @@ def _landing_setting(stream: Stream) -> str:
 
 def check_landing(stream: Stream) -> None:
     """Ingest reads the stream's landing folder: a missing one is almost always a wrong
-    setting, not "nothing landed yet", so say so instead of ingesting nothing."""
+    setting, not "nothing landed yet", so say so instead of ingesting nothing. A Kafka
+    stream's broker must answer and its topics exist (:func:`check_kafka`)."""
     from jobs.streams.landing.folder import LandingFolder
 
+    if stream.spec.kind == "kafka":
+        check_kafka(stream)
+        return
     landing = LandingFolder(stream.landing)
     settings = stream.settings
     if stream.landing == settings.warehouse or storage.is_inside(stream.landing,
@@ -110,6 +114,19 @@ def check_landing(stream: Stream) -> None:
         raise SettingsError(f"{_landing_setting(stream)} ({landing}) does not exist: create "
                             "it, or point the stream at the folder your collectors write "
                             "<source_partition>/*.jsonl files to")
+
+
+def check_kafka(stream: Stream) -> None:
+    """A Kafka stream's broker answers (within 10 s) and every topic exists, named if not."""
+    from jobs.streams.kafka.admin import BrokerUnreachable, topic_partitions
+
+    kafka = stream.spec.kafka
+    servers = kafka.servers()
+    try:
+        topic_partitions(servers, kafka.client_settings(), kafka.topics,
+                         where=f"{stream.path}: kafka.topics")
+    except BrokerUnreachable as error:
+        raise SettingsError(f"{stream.path}: kafka.bootstrap_servers: {error}") from None
 
 
 def check_ingested(stream: Stream) -> None:

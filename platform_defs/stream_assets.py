@@ -23,8 +23,8 @@ from pydantic import Field
 from jobs import tables
 from jobs.checks import check_landing
 from jobs.generator import GeneratorConfig, generate
-from jobs.streams import Stream
-from jobs.streams.landing import IngestReport, ingest
+from jobs.streams import Stream, ingest
+from jobs.streams.landing import IngestReport
 from operators.time import parse_duration_ms, parse_timestamp_ms
 from platform_defs.late_data_views import watermark_text
 from platform_defs.resources import DeltaSparkResource, PlatformResource

@@ -47,6 +47,7 @@ LONGEST_FIRST = (
     "tests/cluster/test_standalone.py",
     "tests/dagster/test_live_spark.py",
     "tests/faults/test_rollout_kills.py",
+    "tests/kafka/test_kafka_stream.py",
     "tests/test_determinism.py",
     "tests/test_rollout.py",
     "tests/nexmark/test_spark.py",

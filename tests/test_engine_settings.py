@@ -45,7 +45,8 @@ def test_a_malformed_spark_setting_is_named(tmp_path):
 def test_the_users_packages_are_added_to_deltas_not_replacing_them():
     wanted = spark_jars.packages("org.apache.hadoop:hadoop-aws:3.4.2, x:y:1")
     assert wanted[0].startswith("io.delta:delta-spark_")
-    assert wanted[1:] == ["org.apache.hadoop:hadoop-aws:3.4.2", "x:y:1"]
+    assert wanted[1].startswith("org.apache.spark:spark-sql-kafka-0-10_2.13:")
+    assert wanted[2:] == ["org.apache.hadoop:hadoop-aws:3.4.2", "x:y:1"]
 
 
 def test_remembered_jars_are_used_only_while_every_file_exists(tmp_path, monkeypatch):

@@ -22,8 +22,8 @@ from jobs.days import day_of
 from jobs.delta_io import read_table_or_none
 from jobs.live.stream import LiveReport, run_live
 from jobs.registry import Pipeline
-from jobs.streams import Stream
-from jobs.streams.landing import IngestReport, ingest
+from jobs.streams import Stream, ingest
+from jobs.streams.landing import IngestReport
 from operators.time import MIN_WATERMARK
 
 ENGINES = ("auto", "live", "backfill")

@@ -426,7 +426,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 on_batch: Callable[[dict], None] | None, buckets: int,
                 on_switch: Callable[[rollout.Switched], None] | None,
                 registry_poll_s: float) -> LiveReport:
-    from jobs.streams.landing import Ingestor
+    from jobs.streams import ingestor as ingestor_for
 
     quiet_since = [time.monotonic()]
 
@@ -436,7 +436,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
             progress(message)
             quiet_since[0] = time.monotonic()
 
-    ingestor = Ingestor(spark, stream, ingest_progress)
+    ingestor = ingestor_for(spark, stream, ingest_progress, patient=True)
     report = LiveReport(stream=stream.name)
     arrival_end = [0]
 
@@ -453,11 +453,13 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
     said = time.monotonic() - 10
     while not table_exists(spark, stream.arrival_log):
         if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
-            progress(f"live {stream.name} stopped: nothing landed in {stream.landing}")
+            progress(f"live {stream.name} stopped: "
+                     f"{stream.nothing_yet.removesuffix(' yet').replace(' has ', ' ')}")
             return report
         if time.monotonic() - said >= 10:
-            progress(f"live {stream.name}: waiting for the first landing file in "
-                     f"{stream.landing}")
+            first = f"the first landing file in {stream.landing}" \
+                if stream.spec.kind == "landing" else f"the first record from {stream.origin}"
+            progress(f"live {stream.name}: waiting for {first}")
             said = time.monotonic()
         stop.wait(poll_s)
         ingest_once()

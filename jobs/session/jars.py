@@ -39,10 +39,18 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{spark_major_minor}_2.13:{version('delta_spark')}"
 
 
+def kafka_package() -> str:
+    """Spark's own Kafka source for the installed pyspark (Kafka streams' ingest reads with it,
+    jobs/streams/kafka/)."""
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+
+
 def packages(user_packages: str = "") -> list[str]:
-    """Delta's artifact and the user's ``spark.jars.packages``, in a fixed order."""
+    """Delta's artifact, Spark's Kafka source, and the user's ``spark.jars.packages``, in a
+    fixed order."""
     extra = [p.strip() for p in user_packages.split(",") if p.strip()]
-    return [delta_package(), *sorted(set(extra) - {delta_package()})]
+    ours = [delta_package(), kafka_package()]
+    return [*ours, *sorted(set(extra) - set(ours))]
 
 
 def _record(wanted: list[str]) -> Path:

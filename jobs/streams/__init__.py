@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from jobs import storage, tables
 from jobs.errors import SettingsError
@@ -38,16 +38,108 @@ STREAM_TABLES = (tables.ARRIVAL_LOG, tables.QUARANTINE)
 """The tables a stream's ingest writes (every other table belongs to a pipeline)."""
 
 
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.password", "ssl.key")
+
+
+class KafkaSettings(BaseModel):
+    """Where a Kafka stream's records come from and how its records read
+    (docs/streams-and-pipelines.md, "Kafka streams")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bootstrap_servers: str
+    """``host:port[,host:port...]``, or ``${VARIABLE}``: taken from the environment."""
+    topics: tuple[str, ...]
+    key: Literal["field", "record_key"] = "field"
+    """The event's key: the value's ``key`` field, or the Kafka record's key."""
+    event_time: Literal["field", "record_timestamp"] = "field"
+    """The event's time: the value's ``event_time`` field, or the Kafka record's timestamp."""
+    client: dict[str, str] = {}
+    """Kafka client settings (``security.protocol``, ``sasl.mechanism``, ...), no secrets."""
+    secrets: dict[str, str] = {}
+    """Client settings whose values are secret: setting -> the environment variable holding
+    it (never the value itself, never in a file)."""
+    accept_data_loss: bool = False
+    """Offsets that retention deleted before they were read: stop (``false``), or record the
+    gap (one quarantine row per partition and gap, counted) and go on."""
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topics(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if not value:
+            raise ValueError("name at least one topic")
+        return value
+
+    @field_validator("client")
+    @classmethod
+    def _no_secret_in_client(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if any(word in name.lower() for word in _SECRET_WORDS):
+                raise ValueError(f"{name!r} holds a secret: put it under secrets as "
+                                 f"{name}: <ENVIRONMENT_VARIABLE>, never in the file")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets_are_variables(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, variable in value.items():
+            if not variable.isidentifier() or variable.upper() != variable:
+                raise ValueError(f"secrets.{name} must name an environment variable (upper "
+                                 f"case, e.g. KAFKA_PASSWORD), got {variable!r}")
+        return value
+
+    def servers(self) -> str:
+        """The bootstrap servers, a ``${VARIABLE}`` read from the environment."""
+        text = self.bootstrap_servers.strip()
+        if text.startswith("${") and text.endswith("}"):
+            import os
+
+            name = text[2:-1]
+            value = os.environ.get(name)
+            if not value:
+                raise SettingsError(f"kafka.bootstrap_servers names ${{{name}}}, which is not "
+                                    "set in the environment")
+            return value
+        return text
+
+    def client_settings(self) -> dict[str, str]:
+        """The client settings with the secrets read from their variables."""
+        import os
+
+        settings = dict(self.client)
+        for name, variable in self.secrets.items():
+            value = os.environ.get(variable)
+            if value is None:
+                raise SettingsError(f"kafka.secrets.{name} names {variable}, which is not set "
+                                    "in the environment")
+            settings[name] = value
+        return settings
+
+
 class StreamSpec(BaseModel):
     """A stream's description, as its file gives it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["landing"] = "landing"
+    kind: Literal["landing", "kafka"] = "landing"
     landing: str | None = None
-    """A folder or a Hadoop URI; default ``<PLATFORM_LANDING>/<name>``."""
+    """A folder or a Hadoop URI; default ``<PLATFORM_LANDING>/<name>`` (landing streams)."""
+    kafka: KafkaSettings | None = None
+    """Where a Kafka stream's records come from (``kind: kafka``)."""
     description: str | None = None
     watermark: WatermarkSpec
+
+    @model_validator(mode="after")
+    def _kind_has_its_settings(self) -> StreamSpec:
+        if self.kind == "kafka" and self.kafka is None:
+            raise ValueError("kafka: is required for kind: kafka (bootstrap_servers, topics)")
+        if self.kind == "kafka" and self.landing is not None:
+            raise ValueError("landing: belongs to kind: landing, not kafka")
+        if self.kind == "landing" and self.kafka is not None:
+            raise ValueError("kafka: belongs to kind: kafka (set kind: kafka)")
+        return self
 
     @field_validator("watermark", mode="before")
     @classmethod
@@ -104,6 +196,21 @@ class Stream:
         return self.spec.watermark
 
     @property
+    def nothing_yet(self) -> str:
+        """What a command says when the stream has given nothing yet."""
+        if self.spec.kind == "kafka":
+            return f"nothing has come from {self.origin} yet"
+        return f"nothing has landed in {self.landing} yet"
+
+    @property
+    def origin(self) -> str:
+        """Where its records come from, for people: the landing folder, or the topics."""
+        if self.spec.kind == "kafka":
+            return (f"topics {', '.join(self.spec.kafka.topics)} at "
+                    f"{self.spec.kafka.bootstrap_servers}")
+        return self.landing
+
+    @property
     def landing(self) -> str:
         """The landing folder (a local folder or a URI)."""
         return self.spec.landing or storage.join(self.settings.landing, self.name)
@@ -150,3 +257,21 @@ def parse_stream(raw: Any, path: str) -> StreamSpec:
         return StreamSpec.model_validate(raw)
     except ValidationError as error:
         raise PipelineConfigError(f"{path}: {describe_errors(error)}") from None
+
+
+def ingestor(spark, stream: Stream, progress=print, patient: bool = False):
+    """The ingestor of a stream's kind: a landing folder's (jobs/streams/landing/) or a Kafka
+    topic's (jobs/streams/kafka/); both give :class:`~jobs.streams.landing.IngestReport`s.
+    ``patient`` (the long-running job's): a Kafka broker that stops answering is waited for."""
+    if stream.spec.kind == "kafka":
+        from jobs.streams.kafka.ingest import KafkaIngestor
+
+        return KafkaIngestor(spark, stream, progress, patient=patient)
+    from jobs.streams.landing import Ingestor
+
+    return Ingestor(spark, stream, progress)
+
+
+def ingest(spark, stream: Stream, progress=print):
+    """One ingest batch of the stream (what is new since the last one)."""
+    return ingestor(spark, stream, progress).run_once()

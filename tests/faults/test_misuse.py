@@ -171,8 +171,12 @@ CASES = {
         ["events.yaml: watermark: is required"]),
     "a stream of an unknown kind": (
         ["ingest"], {"PLATFORM_STREAMS": ("dir", "s", {
+            "events.yaml": "kind: kinesis\nwatermark: {strategy: monotonous}\n"})},
+        ["events.yaml: kind: Input should be 'landing' or 'kafka'; got 'kinesis'"]),
+    "a Kafka stream without its broker and topics": (
+        ["ingest"], {"PLATFORM_STREAMS": ("dir", "s", {
             "events.yaml": "kind: kafka\nwatermark: {strategy: monotonous}\n"})},
-        ["events.yaml: kind: Input should be 'landing'"]),
+        ["events.yaml: kafka: is required for kind: kafka (bootstrap_servers, topics)"]),
     "a stream whose landing is relative": (
         ["ingest"], {"PLATFORM_STREAMS": ("dir", "s", {
             "events.yaml": "landing: here\nwatermark: {strategy: monotonous}\n"})},

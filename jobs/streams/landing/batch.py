@@ -189,6 +189,8 @@ class PartRead:
     texts: list[str]
     clocks: list[int]
     verdicts: list[ParsedEvent | Rejection]
+    stamps: list[int | None] | None = None
+    """A Kafka partition's record timestamps (landing files have none)."""
 
 
 def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
@@ -343,6 +345,13 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
     bad lines with their reason; as :func:`arrive` orders and walks them, with columns (numpy
     where it can) instead of a line at a time."""
     reads = [read_part(landing, plan, part, rules) for part in plan.files]
+    return arrival_rows(reads, plan.start_state, rules)
+
+
+def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -> BatchRows:
+    """Parts' lines (a landing file's, a Kafka partition's) in arrival order by ``(clock, part,
+    line number)``: good records with their ingest time and watermark, bad lines with their
+    reason. A part's ``stamps``, when it has them, go along as the column ``stamp_ms``."""
     names = sorted({read.name for read in reads})
     code_of = {name: code for code, name in enumerate(names)}
     count = sum(len(read.numbers) for read in reads)
@@ -361,7 +370,9 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
     files, partitions = [files[i] for i in index], [partitions[i] for i in index]
     texts, verdicts = [texts[i] for i in index], [verdicts[i] for i in index]
     numbers, clocks = numbers[order], clocks[order]
-    last_ingest = plan.start_state.get("last_ingest_ms", MIN_WATERMARK)
+    stamps = [st for read in reads for st in (read.stamps or [None] * len(read.numbers))]
+    stamps = [stamps[i] for i in index]
+    last_ingest = start_state.get("last_ingest_ms", MIN_WATERMARK)
     clocks = np.maximum(clocks, last_ingest)  # the lines' clocks are sorted (see arrive)
     is_event = np.fromiter((type(v) is ParsedEvent for v in verdicts), dtype=bool, count=count)
     events = np.fromiter((v.event_time_ms if type(v) is ParsedEvent else 0 for v in verdicts),
@@ -374,7 +385,7 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
     good = np.flatnonzero(is_event & ~out_of_bounds)
     bad = np.flatnonzero(~(is_event & ~out_of_bounds))
     kept = good.tolist()
-    start = plan.start_state.get("watermarks")
+    start = start_state.get("watermarks")
     good_partitions = [partitions[i] for i in kept]
     column = watermark_column(rules.watermark, start, good_partitions, events[good],
                               clocks[good])
@@ -397,6 +408,7 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
         "line_number": numbers[good], "key": [r.key for r in records],
         "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
         "value": [r.value for r in records], "payload": [texts[i] for i in kept],
+        "stamp_ms": [stamps[i] for i in kept],
     }
     dropped = bad.tolist()
     rejections = [verdicts[i] for i in dropped]
@@ -407,6 +419,7 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
         "detail": [r.detail for r in rejections],
         "event_time_ms": [r.event_time_ms for r in rejections],
         "raw_line": [texts[i][:RAW_LINE_LIMIT] for i in dropped],
+        "stamp_ms": [stamps[i] for i in dropped],
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
     return BatchRows(good_rows, bad_rows, state, current)

@@ -52,10 +52,21 @@ def parse_line(line: str, max_line_bytes: int = 1_000_000) -> ParsedEvent | Reje
     if size > max_line_bytes:
         return Rejection(LINE_TOO_LONG, f"{size} bytes, limit {max_line_bytes}")
     try:
-        # numbers are read as exact decimals; NaN and Infinity are not JSON
-        record = _DECODER.decode(line)
+        record = decode_record(line)
     except (ValueError, RecursionError) as error:
         return Rejection(MALFORMED_JSON, str(error)[:200])
+    return parse_record(record)
+
+
+def decode_record(line: str) -> Any:
+    """A line's JSON: numbers with a fraction as exact decimals; NaN and Infinity are not
+    JSON (``ValueError``)."""
+    return _DECODER.decode(line)
+
+
+def parse_record(record: Any) -> ParsedEvent | Rejection:
+    """A decoded line's record, or why it is rejected (:func:`parse_line` after decoding; a
+    Kafka stream sets its key or event time from the record's own first)."""
     if not isinstance(record, dict):
         return Rejection(NOT_AN_OBJECT, f"a JSON {type(record).__name__}, not an object")
     key = record.get("key")

@@ -1,0 +1,464 @@
+"""A Kafka stream's ingest: the records its topics received since the last batch, read by
+Spark's own Kafka source, appended to the arrival log and quarantine exactly once.
+
+Each batch is planned in the ingest log before anything is read (as a landing stream's is):
+per partition, the offsets ``[from, until)`` it takes, ``from`` being where the last batch
+stopped (a new partition: its first offset). The appends carry Delta transaction ids, and
+the commit is written after them; a crash anywhere re-runs exactly the planned offsets, so
+every ``(topic, partition, offset)`` below the committed position is in the arrival log or
+the quarantine once (docs/contract.md, section 8).
+
+Records are ordered as landing lines are, the partition standing for the file and the offset
+for the line: by ``(ingest clock, partition, offset)``, the ingest clock being the record's
+Kafka timestamp, kept non-decreasing within its partition, so a partition's records arrive in
+offset order. Each record's value is parsed by the landing rules (the same fast parser), its
+watermark computed per Kafka partition (the stream's strategy, minimum over the non-idle
+partitions, as Flink's ``KafkaSource``). The arrival log and the quarantine gain
+``kafka_partition``, ``kafka_offset`` (and the log ``kafka_timestamp``).
+
+Offsets that retention deleted before they were read stop the ingest with the partitions and
+offsets named (:class:`KafkaDataLossError`); with ``accept_data_loss: true`` each gap is
+recorded as a quarantine row (``offsets_lost``) and counted, never skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from jobs import fast_writes, tables
+from jobs.checks import check_stream_mark
+from jobs.progress import heartbeat
+from jobs.storage import Files
+from jobs.streams import Stream
+from jobs.streams.kafka.admin import partition_offsets
+from jobs.streams.landing import (
+    ARRIVAL_SCHEMA,
+    QUARANTINE_SCHEMA,
+    IngestReport,
+    arrival_table,
+    quarantine_table,
+)
+from jobs.streams.landing.batch import (
+    _CLOCK_RANGE,
+    BAD_INGEST_STAMP,
+    INVALID_UTF8,
+    IngestRules,
+    PartRead,
+    _filled,
+    arrival_rows,
+)
+from jobs.streams.landing.log import Commit, IngestLog
+from jobs.streams.landing.parsing import (
+    ParsedEvent,
+    Rejection,
+    decode_record,
+    parse_line,
+    parse_record,
+)
+from operators.time import MIN_WATERMARK
+
+NULL_VALUE = "null_value"
+OFFSETS_LOST = "offsets_lost"
+KAFKA_ARRIVAL_SCHEMA = pa.schema([*ARRIVAL_SCHEMA, pa.field("kafka_partition", pa.int32()),
+                                  pa.field("kafka_offset", pa.int64()),
+                                  pa.field("kafka_timestamp", pa.timestamp("us", tz="UTC"))])
+KAFKA_QUARANTINE_SCHEMA = pa.schema([*QUARANTINE_SCHEMA,
+                                     pa.field("kafka_partition", pa.int32()),
+                                     pa.field("kafka_offset", pa.int64())])
+
+
+class KafkaDataLossError(RuntimeError):
+    """Offsets were deleted by retention before ingest read them."""
+
+
+@dataclass(frozen=True)
+class KafkaPlan:
+    batch_id: int
+    ranges: dict[str, list[int]]
+    """``"topic-partition"`` -> ``[from, until)`` offsets."""
+    first_seq: int
+    planned_at_ms: int
+    start_state: dict[str, Any] = field(default_factory=dict)
+    gaps: dict[str, list[int]] = field(default_factory=dict)
+    """Offsets retention deleted before they were read (``accept_data_loss``)."""
+    partitions: list[str] = field(default_factory=list)
+    """Every partition of the topics when planned: one that has delivered nothing yet still
+    holds the watermark back (at its minimum) until it goes idle, as in Flink."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> KafkaPlan:
+        return cls(**json.loads(text))
+
+    @property
+    def records(self) -> int:
+        return sum(until - start for start, until in self.ranges.values())
+
+
+class KafkaIngestLog(IngestLog):
+    def plan(self, batch_id: int) -> KafkaPlan:  # type: ignore[override]
+        from jobs import storage
+
+        return KafkaPlan.from_json(self.files.read_text(
+            storage.join(self.plans_folder, f"{batch_id:020d}.json")))
+
+
+def _split(name: str) -> tuple[str, int]:
+    topic, _, number = name.rpartition("-")
+    return topic, int(number)
+
+
+class KafkaIngestor:
+    """Ingest a Kafka stream batch after batch (``run_once``), like the landing ingestor."""
+
+    def __init__(self, spark: SparkSession | None, stream: Stream,
+                 progress: Callable[[str], None] = print,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                 patient: bool = False) -> None:
+        self.patient = patient
+        """The long-running job's: a broker that stops answering is waited for (said every
+        10 s), and the batch it interrupted runs again once it is back; otherwise an error."""
+        self._said_waiting = 0.0
+        self.stream = stream
+        self.kafka = stream.spec.kafka
+        self.settings = settings = stream.settings
+        self.progress = progress
+        self.clock_ms = clock_ms
+        self._spark = spark
+        self.log = KafkaIngestLog(Files(spark), stream.folder)
+        self.rules = IngestRules("wall", settings.max_future_ms, settings.max_past_ms,
+                                 settings.max_line_bytes, stream.watermark)
+        self.plans: dict[int, KafkaPlan] = {}
+        self.commits: dict[int, Commit] = {}
+        check_stream_mark(stream, remember=True)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            from jobs.session import spark_for
+
+            self._spark = spark_for(self.settings)
+        return self._spark
+
+    # -- planning --------------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        for batch_id in self.log.batch_ids(self.log.plans_folder):
+            if batch_id not in self.plans:
+                self.plans[batch_id] = self.log.plan(batch_id)
+        for batch_id in self.log.batch_ids(self.log.commits_folder):
+            if batch_id not in self.commits:
+                self.commits[batch_id] = self.log.commit(batch_id)
+
+    def _positions(self) -> dict[str, int]:
+        """Per partition, the offset the next batch starts at (the last planned batch's end:
+        a pending one is run again before any other is planned)."""
+        positions: dict[str, int] = {}
+        for batch_id in sorted(self.plans):
+            for name, (_, until) in self.plans[batch_id].ranges.items():
+                positions[name] = until
+            for name, (_, until) in self.plans[batch_id].gaps.items():
+                positions[name] = max(positions.get(name, until), until)
+        return positions
+
+    def _plan(self) -> tuple[KafkaPlan | None, bool]:
+        self._refresh()
+        pending = sorted(set(self.plans) - set(self.commits))
+        if pending:
+            return self.plans[pending[0]], True
+        positions = self._positions()
+        ranges: dict[str, list[int]] = {}
+        gaps: dict[str, list[int]] = {}
+        lost = []
+        known = partition_offsets(self.kafka.servers(), self.kafka.client_settings(),
+                                  self.kafka.topics)
+        for part in known:
+            start = positions.get(part.name)
+            if start is None:
+                start = part.low  # a partition not read before (new, or a new stream)
+            elif start < part.low:
+                lost.append(f"{part.name} offsets {start}..{part.low - 1}")
+                gaps[part.name] = [start, part.low]
+                start = part.low
+            if part.high > start:
+                ranges[part.name] = [start, part.high]
+        if lost and not self.kafka.accept_data_loss:
+            raise KafkaDataLossError(
+                f"stream {self.stream.name}: retention deleted records before ingest read "
+                f"them: {'; '.join(lost)}. Nothing was ingested; to go on past the gap and "
+                "record it, set kafka.accept_data_loss: true in "
+                f"{self.stream.path}")
+        if not ranges and not gaps:
+            return None, False
+        batch_id = max(self.plans) + 1 if self.plans else 0
+        first_seq, state = 0, {}
+        if self.commits:
+            last = max(self.commits)
+            first_seq = self.plans[last].first_seq + self.commits[last].records
+            state = self.commits[last].end_state
+        plan = KafkaPlan(batch_id, ranges, first_seq, self.clock_ms(), state, gaps,
+                         sorted(part.name for part in known))
+        try:
+            self.log.create_plan(plan)  # type: ignore[arg-type]
+        except FileExistsError:
+            from jobs.streams.landing import ConcurrentIngestError
+
+            raise ConcurrentIngestError(
+                f"another ingest planned batch {batch_id} of stream {self.stream.name} at the "
+                "same time; it will ingest those records") from None
+        self.plans[batch_id] = plan
+        return plan, False
+
+    # -- one batch -------------------------------------------------------------------------------
+
+    def run_once(self) -> IngestReport:
+        """One batch (a planned one a crash left first); the long-running job's ingestor
+        waits out a broker that does not answer."""
+        if not self.patient:
+            return self._run_once()
+        try:
+            report = self._run_once()
+        except Exception as error:  # noqa: BLE001 - only a broker's absence is waited out
+            if not _broker_gone(error):
+                raise
+            if time.monotonic() - self._said_waiting >= 10:
+                self.progress(f"ingest {self.stream.name}: the Kafka broker at "
+                              f"{self.kafka.bootstrap_servers} does not answer; waiting for "
+                              "it (nothing is lost: the interrupted batch runs again)")
+                self._said_waiting = time.monotonic()
+            return IngestReport(batch_id=None, stream=self.stream.name)
+        self._said_waiting = 0.0
+        return report
+
+    def _run_once(self) -> IngestReport:
+        started = time.monotonic()
+        plan, resumed = self._plan()
+        if plan is None:
+            report = IngestReport(batch_id=None, stream=self.stream.name)
+            self.progress(report.summary().replace("no new landing files",
+                                                   "no new records in the topics"))
+            return report
+        if resumed:
+            self.progress(f"ingest {self.stream.name}: batch {plan.batch_id} was planned but not "
+                          "committed (a crash); running it again")
+        with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
+                                      f"{plan.records} records"):
+            read_started = time.monotonic()
+            reads = self._reads(plan)
+            parsed = time.monotonic()
+            rows = arrival_rows(reads, self._start_state(plan, reads), self.rules)
+            self._append(plan, rows)
+        commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
+                        rows.reasons, rows.watermark_ms)
+        self.log.write_commit(commit)
+        self.commits[plan.batch_id] = commit
+        report = IngestReport(plan.batch_id, len(plan.ranges), commit.records,
+                              commit.quarantined, commit.reasons, resumed, commit.watermark_ms,
+                              first_seq=plan.first_seq, seconds=time.monotonic() - started,
+                              timings={"read": parsed - read_started,
+                                       "append": time.monotonic() - parsed},
+                              stream=self.stream.name)
+        self.progress(report.summary().replace(" files,", " partitions,"))
+        return report
+
+    def _start_state(self, plan: KafkaPlan, reads: list[PartRead]) -> dict:
+        """The plan's start state, every known partition in its watermarks: one that has not
+        delivered a record yet enters at its minimum, active from the batch's first ingest
+        clock (so it goes idle after ``idle_timeout`` of ingest clock without records)."""
+        from operators.watermarks import _new_strategy
+
+        state = json.loads(json.dumps(plan.start_state))  # a copy
+        watermarks = state.setdefault("watermarks", {"combined": MIN_WATERMARK,
+                                                     "last_tick": None, "partitions": {}})
+        clocks = [c for read in reads for c in read.clocks]
+        first = max(min(clocks) if clocks else plan.planned_at_ms,
+                    state.get("last_ingest_ms", MIN_WATERMARK))
+        initial = _new_strategy(self.rules.watermark).snapshot()
+        for name in plan.partitions:
+            watermarks["partitions"].setdefault(name, [initial, first])
+        return state
+
+    def _reads(self, plan: KafkaPlan) -> list[PartRead]:
+        """The planned records as parts (one per partition, in offset order), parsed."""
+        reads = [self._gap(plan, name, span) for name, span in sorted(plan.gaps.items())]
+        if not plan.ranges:
+            return reads
+        by_topic: dict[str, dict[str, list[int]]] = {}
+        for name, (start, until) in plan.ranges.items():
+            topic, number = _split(name)
+            by_topic.setdefault(topic, {})[str(number)] = [start, until]
+        options = {f"kafka.{k}": v for k, v in self.kafka.client_settings().items()}
+        frame = (self.spark.read.format("kafka")
+                 .option("kafka.bootstrap.servers", self.kafka.servers())
+                 .option("assign", json.dumps({t: sorted(int(p) for p in parts)
+                                               for t, parts in by_topic.items()}))
+                 .option("startingOffsets", json.dumps(
+                     {t: {p: span[0] for p, span in parts.items()}
+                      for t, parts in by_topic.items()}))
+                 .option("endingOffsets", json.dumps(
+                     {t: {p: span[1] for p, span in parts.items()}
+                      for t, parts in by_topic.items()}))
+                 .options(**options).load()
+                 .select("topic", "partition", "offset",
+                         F.unix_millis("timestamp").alias("stamp"), "key", "value"))
+        table = frame.toArrow()
+        topics = table.column("topic").to_pylist()
+        numbers = table.column("partition").to_numpy()
+        offsets = table.column("offset").to_numpy()
+        stamps = table.column("stamp").to_numpy()
+        keys = table.column("key").to_pylist()
+        values = table.column("value").to_pylist()
+        order = np.lexsort((offsets, numbers, np.array(topics, dtype=object).astype(str)))
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i in order.tolist():
+            groups.setdefault((topics[i], int(numbers[i])), []).append(i)
+        for (topic, number), rows in sorted(groups.items()):
+            reads.append(self._part(plan, topic, number, [int(offsets[i]) for i in rows],
+                                    [int(stamps[i]) for i in rows], [keys[i] for i in rows],
+                                    [values[i] for i in rows]))
+        return reads
+
+    def _part(self, plan: KafkaPlan, topic: str, number: int, offsets: list[int],
+              stamps: list[int], keys: list[bytes | None],
+              values: list[bytes | None]) -> PartRead:
+        """One partition's records, parsed by the landing rules, the event key and time taken
+        where the stream says."""
+        read = PartRead(f"{topic}/{number}", f"{topic}-{number}", offsets, [], [], [],
+                        list(stamps))
+        texts: list[str | None] = []
+        for value in values:
+            if value is None:
+                texts.append(None)
+                continue
+            try:
+                texts.append(value.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(value)  # quarantined below
+        parsable = [t for t in texts if isinstance(t, str)]
+        verdicts = iter(self._parse(parsable, [k for k, t in zip(keys, texts, strict=True)
+                                               if isinstance(t, str)],
+                                    [s for s, t in zip(stamps, texts, strict=True)
+                                     if isinstance(t, str)]))
+        limit = plan.planned_at_ms + self.rules.max_future_ms
+        clocks: list[int | None] = []
+        running = None
+        for text, stamp in zip(texts, stamps, strict=True):
+            if text is None:
+                verdict: ParsedEvent | Rejection = Rejection(
+                    NULL_VALUE, "the record has no value (a tombstone)")
+                read.texts.append("")
+            elif isinstance(text, bytes):
+                try:
+                    text.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    verdict = Rejection(INVALID_UTF8, str(error)[:200])
+                read.texts.append(text.decode("utf-8", errors="replace"))
+            else:
+                verdict = next(verdicts)
+                read.texts.append(text)
+            clock = stamp if _CLOCK_RANGE[0] <= stamp <= _CLOCK_RANGE[1] else None
+            if clock is not None and clock > limit:
+                if type(verdict) is ParsedEvent:
+                    verdict = Rejection(BAD_INGEST_STAMP,
+                                        f"the record's timestamp {clock} is more than "
+                                        "max_future_ms after the wall clock when the batch "
+                                        f"was planned ({plan.planned_at_ms})",
+                                        verdict.event_time_ms)
+                clock = None
+            if clock is not None:  # non-decreasing in offset order
+                running = clock if running is None else max(running, clock)
+                clock = running
+            clocks.append(clock)
+            read.verdicts.append(verdict)
+        read.clocks = _filled(clocks, plan.planned_at_ms)
+        return read
+
+    def _parse(self, texts: list[str], keys: list[bytes | None],
+               stamps: list[int]) -> list[ParsedEvent | Rejection]:
+        """The landing rules; with ``key: record_key`` or ``event_time: record_timestamp``
+        the record's own key or timestamp stands in for the value's field."""
+        limit = self.rules.max_line_bytes
+        if self.kafka.key == "field" and self.kafka.event_time == "field":
+            return self.rules.parser.parse_many(texts)
+        verdicts = []
+        for text, key, stamp in zip(texts, keys, stamps, strict=True):
+            try:
+                record = decode_record(text)
+            except (ValueError, RecursionError):
+                record = None
+            if not isinstance(record, dict) or len(text.encode("utf-8", "surrogatepass")) > limit:
+                verdicts.append(parse_line(text, limit))  # its rejection, as for a landing line
+                continue
+            if self.kafka.key == "record_key":
+                record["key"] = None if key is None else key.decode("utf-8", errors="replace")
+            if self.kafka.event_time == "record_timestamp":
+                record["event_time"] = stamp
+            verdicts.append(parse_record(record))
+        return verdicts
+
+    def _gap(self, plan: KafkaPlan, name: str, span: list[int]) -> PartRead:
+        topic, number = _split(name)
+        return PartRead(f"{topic}/{number}", name, [span[0]], [""], [plan.planned_at_ms],
+                        [Rejection(OFFSETS_LOST, f"{name}: offsets {span[0]}..{span[1] - 1} "
+                                                 f"({span[1] - span[0]} records) were deleted "
+                                                 "by retention before ingest read them "
+                                                 "(kafka.accept_data_loss)")],
+                        [None])
+
+    # -- appending -------------------------------------------------------------------------------
+
+    def _append(self, plan: KafkaPlan, rows) -> None:
+        good, bad = rows.good, rows.bad
+        count = len(good["key"])
+        offsets = np.asarray(good["line_number"], dtype="int64")
+        good_numbers = [int(name.rpartition("-")[2]) for name in good["source_partition"]]
+        stamp = [s if s is not None else 0 for s in good["stamp_ms"]]
+        arrival = arrival_table({**good, "line_number": np.zeros(count, dtype="int32")},
+                                plan)  # type: ignore[arg-type]
+        arrival = (arrival.append_column("kafka_partition", pa.array(good_numbers, pa.int32()))
+                   .append_column("kafka_offset", pa.array(offsets))
+                   .append_column("kafka_timestamp",
+                                  pa.array(np.asarray(stamp, dtype="int64") * 1000,
+                                           pa.timestamp("us", tz="UTC"))))
+        bad_numbers = [int(name.rpartition("-")[2]) for name in bad["source_partition"]]
+        bad_offsets = np.asarray(bad["line_number"], dtype="int64")
+        quarantine = quarantine_table(
+            {**bad, "line_number": np.zeros(len(bad["reason"]), dtype="int32")}, plan,
+            self.settings.time_zone)  # type: ignore[arg-type]
+        quarantine = (quarantine.append_column("kafka_partition",
+                                               pa.array(bad_numbers, pa.int32()))
+                      .append_column("kafka_offset", pa.array(bad_offsets)))
+        for data, name, app_id in ((arrival, tables.ARRIVAL_LOG, "ingest-arrival-log"),
+                                   (quarantine, tables.QUARANTINE, "ingest-quarantine")):
+            location = self.stream.table_path(name)
+            if data.num_rows or not fast_writes.table_exists(location):
+                fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
+
+
+def _broker_gone(error: BaseException) -> bool:
+    """Whether an error is the broker not answering (planning's, or Spark's Kafka source's
+    timeouts), which the long-running job waits out."""
+    from jobs.streams.kafka.admin import BrokerUnreachable
+
+    if isinstance(error, BrokerUnreachable):
+        return True
+    text = str(error)
+    return any(word in text for word in ("TimeoutException", "Timed out waiting",
+                                         "Connection refused", "disconnected", "BrokerNotAvailable",
+                                         "No resolvable bootstrap urls"))
+
+
+def ingest_kafka(spark: SparkSession | None, stream: Stream,
+                 progress: Callable[[str], None] = print) -> IngestReport:
+    return KafkaIngestor(spark, stream, progress).run_once()

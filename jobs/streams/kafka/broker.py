@@ -164,7 +164,11 @@ class KafkaBroker:
             "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
             "share.coordinator.state.topic.replication.factor=1",
             "share.coordinator.state.topic.min.isr=1", "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=false", "delete.topic.enable=true", ""]))
+            "auto.create.topics.enable=false", "delete.topic.enable=true",
+            # Records are kept until deleted: Kafka's default (7 days by record timestamp)
+            # would remove a replayed history's old events minutes after they are produced.
+            # A topic's own retention.ms still applies.
+            "log.retention.ms=-1", ""]))
         (self.folder / "log4j2.properties").write_text(_LOG4J2)
 
     def _java_command(self, jars: Path, main: str, *args: str, heap: bool = False) -> list[str]:

@@ -312,7 +312,19 @@ class KafkaIngestor:
                  .options(**options).load()
                  .select("topic", "partition", "offset",
                          F.unix_millis("timestamp").alias("stamp"), "key", "value"))
-        table = frame.toArrow()
+        try:
+            table = frame.toArrow()
+        except Exception as error:
+            if "Some data may have been lost" not in str(error):
+                raise
+            spans = "; ".join(f"{name} offsets {start}..{until - 1}"
+                              for name, (start, until) in sorted(plan.ranges.items()))
+            raise KafkaDataLossError(
+                f"stream {self.stream.name}: batch {plan.batch_id} was planned for {spans}, and "
+                "retention deleted some of them before they were read. Nothing of the batch "
+                "was ingested; its plan is kept so that a restart reads exactly those offsets "
+                "(a batch cannot change once planned). Restore the topic's records, or start "
+                "the stream again from a new home") from None
         topics = table.column("topic").to_pylist()
         numbers = table.column("partition").to_numpy()
         offsets = table.column("offset").to_numpy()

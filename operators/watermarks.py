@@ -173,6 +173,12 @@ class ArrivalWatermarks:
         state.strategy.on_event(event_time_ms, event)
         state.last_ingest_ms = ingest_time_ms
 
+    def partitions(self, at_ms: int) -> dict[str, tuple[int, bool]]:
+        """Each source partition's own watermark and whether it is idle at ingest instant
+        ``at_ms``: what a person watching a stream wants to see (the one holding it back)."""
+        return {name: (p.strategy.current(), not self._is_active(p, at_ms))
+                for name, p in sorted(self._partitions.items())}
+
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able copy of the state, stored with each ingest batch."""
         return {

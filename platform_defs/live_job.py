@@ -31,6 +31,7 @@ from jobs.streams import Stream
 from jobs.streams.landing import IngestReport
 from jobs.table_stats import max_column_value
 from platform_defs import monitoring
+from platform_defs.kafka_views import kafka_metadata
 from platform_defs.late_data_views import watermark_text
 from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import WINDOWED_TABLES, day_partition_metadata
@@ -46,7 +47,7 @@ def ingest_materializations(stream: Stream, report: IngestReport
     for name, path, metadata in (
             (tables.ARRIVAL_LOG, stream.arrival_log,
              {"batch_records": report.records, "watermark_ms": report.watermark_ms,
-              "watermark": watermark_text(report.watermark_ms)}),
+              "watermark": watermark_text(report.watermark_ms), **kafka_metadata(stream)}),
             (tables.QUARANTINE, stream.quarantine, {"batch_quarantined": report.quarantined})):
         yield AssetMaterialization(asset_key=stream_key(stream, name), metadata={
             **table_path_metadata(path), **metadata, "batch_id": report.batch_id})

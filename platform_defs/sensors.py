@@ -13,16 +13,21 @@ launches one later.
 Ingest itself takes every file not yet in the arrival log, so a run also picks up anything
 older: a file copied in with an old modification time (``cp -p``, ``rsync -a``) older than the
 grace window launches no run of its own, and is ingested by the next run.
+
+A Kafka stream's topics launch a run when their latest offsets are ahead of what the arrival
+log holds, keyed by those offsets.
 """
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from jobs.streams.landing.folder import LandingFolder, landing_files
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
@@ -90,15 +95,46 @@ def serialise_cursors(cursors: dict[str, LandingCursor]) -> str:
     return json.dumps({"streams": {name: c.serialise() for name, c in sorted(cursors.items())}})
 
 
+def kafka_request(stream: Stream, log: Callable[[str], None]) -> RunRequest | None:
+    """A run when the topics' latest offsets are ahead of what the arrival log holds, keyed by
+    those offsets (so one run per set of new records); None when nothing is new or the broker
+    does not answer (said in the log)."""
+    from jobs.streams.kafka.admin import BrokerUnreachable
+    from jobs.streams.kafka.status import partition_status
+
+    try:
+        found = partition_status(stream)
+    except BrokerUnreachable as error:
+        log(f"{stream.name}: {error}")
+        return None
+    lag = sum(status.lag for status in found)
+    if not lag:
+        return None
+    latest = ",".join(f"{status.partition}:{status.latest}" for status in found)
+    log(f"{stream.name}: {lag} new records in {stream.origin}")
+    return RunRequest(
+        run_key=f"{stream.name}-kafka-{hashlib.sha256(latest.encode()).hexdigest()[:16]}",
+        run_config={"ops": {"live_increment": {"config": {"stream": stream.name}}}},
+        tags={"platform/stream": stream.name, "platform/new_records": str(lag)})
+
+
 @sensor(job=live_job, minimum_interval_seconds=30,
         description="Launches a stream's incremental run (ingest, then every pipeline reading "
-                    "it) when finished files appear in its landing folder; one run per stream "
-                    "and set of new files.")
+                    "it) when finished files appear in its landing folder, or its Kafka topics "
+                    "hold records not ingested yet; one run per stream and set of new files "
+                    "or offsets.")
 def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource):
     settings = platform.settings()
     cursors = parse_cursors(context.cursor)
     requests, quiet = [], []
     for name, stream in settings.platform.streams.items():
+        if stream.spec.kind == "kafka":
+            request = kafka_request(stream, context.log.info)
+            if request is None:
+                quiet.append(stream.origin)
+            else:
+                requests.append(request)
+            continue
         landing = LandingFolder(stream.landing)
         cursor = cursors.get(name) or LandingCursor.parse(None)
         new, cursors[name] = scan(finished_files(landing, settings.landing_settle_ms), cursor)
@@ -112,5 +148,5 @@ def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource)
             tags={"platform/stream": name, "platform/new_files": str(len(new))}))
     if not requests:
         context.update_cursor(serialise_cursors(cursors))
-        return SkipReason(f"no new files in {', '.join(quiet)}")
+        return SkipReason(f"nothing new in {', '.join(quiet)}")
     return SensorResult(run_requests=requests, cursor=serialise_cursors(cursors))

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
     AssetsDefinition,
     AssetSpec,
     Config,
@@ -26,6 +27,7 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.streams import Stream, ingest
 from jobs.streams.landing import IngestReport
 from operators.time import parse_duration_ms, parse_timestamp_ms
+from platform_defs.kafka_views import kafka_metadata
 from platform_defs.late_data_views import watermark_text
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.table_specs import (
@@ -37,6 +39,7 @@ from platform_defs.table_specs import (
 )
 
 LANDING_FILES = "landing_files"
+TOPICS = "topics"
 
 
 class LandingConfig(Config):
@@ -76,6 +79,7 @@ def ingest_results(stream: Stream, report: IngestReport) -> Iterator[Materialize
         "batch_id": -1 if report.batch_id is None else report.batch_id,
         "batch_records": report.records, "batch_files": report.files,
         "watermark_ms": report.watermark_ms, "watermark": watermark_text(report.watermark_ms),
+        **kafka_metadata(stream),
     })
     yield MaterializeResult(asset_key=stream_key(stream, tables.QUARANTINE), metadata={
         **table_path_metadata(stream.quarantine),
@@ -84,11 +88,26 @@ def ingest_results(stream: Stream, report: IngestReport) -> Iterator[Materialize
     })
 
 
-def stream_assets(stream: Stream, owners: list[str] = OWNERS) -> list[AssetsDefinition]:
-    """The landing files and the ingest of one stream, in a group named after it."""
-    name = stream.name
-    landing = stream_key(stream, LANDING_FILES)
+def topics_spec(stream: Stream, owners: list[str] = OWNERS) -> AssetSpec:
+    """A Kafka stream's topics: written by its producers, not by Dagster (an external asset
+    its ingest depends on)."""
     described = f" ({stream.spec.description})" if stream.spec.description else ""
+    return AssetSpec(stream_key(stream, TOPICS), group_name=stream.name, owners=owners,
+                     kinds={"kafka"}, description=f"Kafka {stream.origin}{described}: "
+                     "written by producers; the landing sensor starts an ingest when their "
+                     "latest offsets are ahead of what the arrival log holds.")
+
+
+def stream_assets(stream: Stream, owners: list[str] = OWNERS
+                  ) -> list[AssetsDefinition | AssetSpec]:
+    """The landing files (or the Kafka topics) and the ingest of one stream, in a group
+    named after it."""
+    name = stream.name
+    described = f" ({stream.spec.description})" if stream.spec.description else ""
+    if stream.spec.kind == "kafka":
+        topics = topics_spec(stream, owners)
+        return [topics, _ingest_assets(stream, topics.key, owners)]
+    landing = stream_key(stream, LANDING_FILES)
 
     @asset(
         key=landing, group_name=name, owners=owners, kinds={"python", "json"},
@@ -106,18 +125,24 @@ def stream_assets(stream: Stream, owners: list[str] = OWNERS) -> list[AssetsDefi
             "bad_lines": sum(v for k, v in counts.items() if k.startswith("bad_")),
         })
 
+    return [landing_files, _ingest_assets(stream, landing, owners)]
+
+
+def _ingest_assets(stream: Stream, upstream: AssetKey, owners: list[str]) -> AssetsDefinition:
+    name = stream.name
+
     @multi_asset(
         name=f"{name}_ingest",
         specs=[
             AssetSpec(stream_key(stream, tables.ARRIVAL_LOG), group_name=name, owners=owners,
-                      kinds=DELTA_KINDS, deps=[landing],
+                      kinds=DELTA_KINDS, deps=[upstream],
                       metadata=spec_metadata(tables.ARRIVAL_LOG, stream.arrival_log),
                       description=f"Bronze of stream {name}: every good record with its "
                                   "ingest_time, arrival_seq and the watermark in force at its "
                                   "arrival. Append only; every pipeline reading the stream is "
                                   "a pure function of it."),
             AssetSpec(stream_key(stream, tables.QUARANTINE), group_name=name, owners=owners,
-                      kinds=DELTA_KINDS, deps=[landing],
+                      kinds=DELTA_KINDS, deps=[upstream],
                       metadata=spec_metadata(tables.QUARANTINE, stream.quarantine),
                       description=f"Bad lines of stream {name} with the reason they never "
                                   "reached an operator."),
@@ -125,12 +150,12 @@ def stream_assets(stream: Stream, owners: list[str] = OWNERS) -> list[AssetsDefi
     )
     def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
                        spark: DeltaSparkResource):
-        """Append the landing files not yet ingested, as one batch (a no-op when there are
-        none); a landing folder that does not exist fails the run with the command line's
-        message."""
+        """Append the landing files (or Kafka records) not yet ingested, as one batch (a
+        no-op when there are none); a landing folder that does not exist, or a broker that
+        does not answer, fails the run with the command line's message."""
         current = platform.stream(name)
         check_landing(current)
         report = ingest(spark.session(), current, progress=context.log.info)
         yield from ingest_results(current, report)
 
-    return [landing_files, ingest_landing]
+    return ingest_landing

@@ -534,7 +534,7 @@ def test_ctrl_c_during_a_backfill_ends_with_one_line_and_no_process_left(tmp_pat
     from jobs.streams.landing import ingest
 
     home = tmp_path / "home"
-    generate(GeneratorConfig(events=20_000, keys=40, producers=2, seed=5),
+    generate(GeneratorConfig(events=6_000, keys=40, producers=2, seed=5),
              home / "landing" / "events")
     env = platform_env(home, {"per_minute": PER_MINUTE})
     ingest(None, _events(env), progress=lambda _: None)

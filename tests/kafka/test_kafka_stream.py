@@ -227,7 +227,7 @@ def test_ingest_killed_again_and_again_loses_and_doubles_no_offset(spark, broker
     rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
     log = tmp_path / "ingest.log"
     produced = 0
-    for round_ in range(3):
+    for round_ in range(2):
         batch = [(rng.randrange(3), _line(f"k{produced + i}", START + produced + i)
                   if rng.random() > 0.05 else b"oops", START + produced + i, None)
                  for i in range(400)]
@@ -329,3 +329,44 @@ def _wait_for(condition, said: list[str], timeout_s: float = 120) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout_s:g} s: {said[-10:]}")
         time.sleep(0.5)
+
+
+def test_dagster_shows_each_partitions_lag_and_watermark_and_starts_a_run_for_new_records(
+        spark, broker, tmp_path):
+    """The stream's group has the topics (not landing files) upstream of its ingest; the
+    sensor asks for a run while the topics hold records not ingested, one per set of offsets;
+    the arrival log's metadata gives each partition's lag, watermark and idleness."""
+    from dagster import AssetsDefinition
+
+    from platform_defs.kafka_views import kafka_metadata
+    from platform_defs.sensors import kafka_request
+    from platform_defs.stream_assets import stream_assets
+
+    env = _home(tmp_path, broker, "watched", 2)
+    stream = _stream(env)
+    keys = {key.to_user_string() for item in stream_assets(stream)
+            for key in (item.keys if isinstance(item, AssetsDefinition) else [item.key])}
+    assert keys == {"clicks/topics", "clicks/arrival_log", "clicks/quarantine"}
+    assert kafka_request(stream, print) is None  # an empty topic: nothing to run
+    _produce(broker, "watched", [(1, _line("quiet", START), START, None)] +
+             [(0, _line("busy", START + i * 10_000), START + i * 10_000, None)
+              for i in range(1, 13)])
+    request = kafka_request(stream, print)
+    assert request.tags["platform/new_records"] == "13"
+    assert request.run_config == {"ops": {"live_increment": {"config": {"stream": "clicks"}}}}
+    before = kafka_metadata(stream)
+    assert before["kafka_lag_records"] == 13
+    assert (before["kafka_lag_watched-0"], before["kafka_lag_watched-1"]) == (12, 1)
+
+    ingest(spark, stream, **QUIET)
+    after = kafka_metadata(stream)
+    assert after["kafka_lag_records"] == 0 and kafka_request(stream, print) is None
+    table = after["kafka_partitions"].value
+    # partition 0's watermark: its newest event - 5 s - 1 ms; partition 1 idle after a minute
+    assert "| watched-0 | 12 | 12 | 0 | 2026-01-01 00:01:54.999Z | active |" in table, table
+    assert "| watched-1 | 1 | 1 | 0 | 2025-12-31 23:59:54.999Z | idle |" in table, table
+    assert after["kafka_idle_partitions"] == 1
+
+    _produce(broker, "watched", [(1, _line("quiet", START + 200_000), START + 200_000, None)])
+    again = kafka_request(stream, print)
+    assert again.tags["platform/new_records"] == "1" and again.run_key != request.run_key

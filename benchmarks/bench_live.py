@@ -154,31 +154,16 @@ def start_producer(landing: Path, args, rate: int, keys: int, seconds: float
 # -- measurements ---------------------------------------------------------------------------------
 
 
-def tree_cpu_seconds(root: int | None = None) -> float:
-    """CPU seconds (user + system, with waited-for children's) of a process and every process
-    below it (the JVM, Spark's Python workers, the producer), from /proc."""
-    root = os.getpid() if root is None else root
-    ticks = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(entry)
-        parents[pid] = int(fields[1])
-        cpu[pid] = sum(int(v) for v in fields[11:15]) / ticks
-    total = 0.0
-    for pid in cpu:
-        walker = pid
-        while walker not in (0, 1, root) and walker in parents:
-            walker = parents[walker]
-        if walker == root:
-            total += cpu[pid]
-    return total
+def machine_cpu_seconds() -> float:
+    """CPU seconds the machine spent busy (user, nice, system, interrupts), from /proc/stat.
+
+    Nothing else runs during a benchmark, so the difference over a period is what the run's
+    processes used: the JVM, Spark's Python workers (which come and go, and whose time a walk
+    over the live process tree loses once they are gone: it printed negative figures), the
+    producer. Both engines are measured the same way."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -195,7 +180,7 @@ class Run:
     when the stream keeps up."""
     latencies: list[float] = field(default_factory=list)
     cpu_seconds: float = 0.0
-    """CPU seconds of every process of the run (:func:`tree_cpu_seconds`) over its period."""
+    """CPU seconds the machine spent on the run over its period (:func:`machine_cpu_seconds`)."""
     rollout_s: float | None = None
     """--rollout-after: from the pipeline's change to readers' switch."""
     rollout_latencies: list[float] = field(default_factory=list)
@@ -326,7 +311,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         time.sleep(0.2)
     warm = len(committed)
     started = time.time()
-    cpu_before = tree_cpu_seconds()
+    cpu_before = machine_cpu_seconds()
     producer, manifest = start_producer(stream.landing_dir, args, rate, keys, args.seconds)
     edited = None
     if rollout_after:  # change the first pipeline: its new version catches up beside it
@@ -337,7 +322,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
         edited = time.time()
     producer.join()
     offered_until = time.time()
-    cpu_offered = tree_cpu_seconds() - cpu_before
+    cpu_offered = machine_cpu_seconds() - cpu_before
     files = json.loads(manifest.read_text())
     processed_at_stop = max((c[0] + 1 for c in committed if c[1] <= offered_until), default=0)
     time.sleep(args.drain)
@@ -424,11 +409,11 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     while not any(p.get("numInputRows") for p in query.recentProgress):  # the warm-up batch
         time.sleep(0.2)
     started = time.time()
-    cpu_before = tree_cpu_seconds()
+    cpu_before = machine_cpu_seconds()
     producer, manifest = start_producer(landing, args, rate, keys, args.seconds)
     producer.join()
     offered_until = time.time()
-    cpu_offered = tree_cpu_seconds() - cpu_before
+    cpu_offered = machine_cpu_seconds() - cpu_before
     time.sleep(args.drain)
     query.stop()
     files = json.loads(manifest.read_text())

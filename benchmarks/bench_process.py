@@ -55,9 +55,13 @@ def daily_totals_loop(frame: pd.DataFrame) -> pd.DataFrame:
                         columns=["user", "day", "total", "events"])
 
 
-def spend_spike_loop(frame: pd.DataFrame, small: float = 2.0, large: float = 60.0,
-                     within: int = 1_800_000) -> pd.DataFrame:
-    """A large amount within ``within`` after a small one, in a Python loop over the key."""
+SPIKE_SMALL, SPIKE_LARGE, SPIKE_WITHIN_MS = 2.0, 60.0, 1_800_000
+
+
+def spend_spike_loop(frame: pd.DataFrame) -> pd.DataFrame:
+    """A large amount within ``SPIKE_WITHIN_MS`` after a small one, in a Python loop over the
+    key (one parameter: ``applyInPandas`` takes a function of the data, or of key and data)."""
+    small, large, within = SPIKE_SMALL, SPIKE_LARGE, SPIKE_WITHIN_MS
     frame = frame.sort_values("arrival_seq")
     alerts, flag = [], None
     key = frame.key.iloc[0]

@@ -45,6 +45,7 @@ from jobs.runtime.buckets import (
     SPARK_DELAY,
     BucketProcessor,
     KeySnapshots,
+    SnapshotBucket,
     bucket_column,
     key_slices,
 )
@@ -233,7 +234,7 @@ def _overwrite(frame: DataFrame, path: str) -> None:
 
 # -- live ------------------------------------------------------------------------------------------
 
-class QueryBucket:
+class QueryBucket(SnapshotBucket):
     """A bucket of the query's keys per call (:class:`jobs.runtime.buckets.BucketEngine`): each
     key's snapshot restored when it has records or a due timer, run through
     :class:`nexmark.per_key.QueryRunner`, and saved back."""
@@ -243,15 +244,6 @@ class QueryBucket:
 
         self.runner = QueryRunner(make_query(name, parameters))
         self.keys = KeySnapshots()
-
-    def load(self, blob: bytes | None) -> None:
-        self.keys.load(blob)
-
-    def dump(self) -> bytes | None:
-        return self.keys.dump()
-
-    def next_deadline(self) -> int | None:
-        return self.keys.next_deadline()
 
     def _save(self, key: str) -> None:
         timers = self.runner.event_timers(key)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from jobs.runtime.buckets import KeySnapshots, key_slices
+from jobs.runtime.buckets import KeySnapshots, SnapshotBucket, key_slices
 from jobs.runtime.key_runner import KeyRunner, progress_row
 from operators.pipeline import PipelineSpec
 from operators.timers import EVENT_TIME
@@ -26,21 +26,12 @@ RECORD_COLUMNS = ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_m
                   "payload")
 
 
-class KeyedWindows:
+class KeyedWindows(SnapshotBucket):
     """One bucket of keys for the operator library (:class:`jobs.runtime.buckets.BucketEngine`)."""
 
     def __init__(self, spec: PipelineSpec) -> None:
         self.runner = KeyRunner(spec, record_assignments=True)
         self.keys = KeySnapshots()
-
-    def load(self, blob: bytes | None) -> None:
-        self.keys.load(blob)
-
-    def dump(self) -> bytes | None:
-        return self.keys.dump()
-
-    def next_deadline(self) -> int | None:
-        return self.keys.next_deadline()
 
     def _restore(self, key: str) -> None:
         self.runner.reset_clocks()

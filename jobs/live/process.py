@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from jobs.process.rows import late_of, records
-from jobs.runtime.buckets import KeySnapshots, key_slices
+from jobs.runtime.buckets import KeySnapshots, SnapshotBucket, key_slices
 from jobs.runtime.key_runner import output_columns, progress_row
 from operators.pipeline import PipelineSpec
 from operators.process_pipeline import Emitted, ProcessRunner
@@ -28,7 +28,7 @@ _DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double": "Flo
            "string": "object"}
 
 
-class ProcessBucket:
+class ProcessBucket(SnapshotBucket):
     """One bucket of keys for a process pipeline (:class:`jobs.runtime.buckets.BucketEngine`)."""
 
     def __init__(self, spec: PipelineSpec, name: str = "pipeline") -> None:
@@ -38,15 +38,6 @@ class ProcessBucket:
         columns = output_columns(spec)
         self.columns = [c for c, _ in columns]
         self.dtypes = {c: _DTYPES.get(kind, "object") for c, kind in columns}
-
-    def load(self, blob: bytes | None) -> None:
-        self.keys.load(blob)
-
-    def dump(self) -> bytes | None:
-        return self.keys.dump()
-
-    def next_deadline(self) -> int | None:
-        return self.keys.next_deadline()
 
     def _restore(self, key: str) -> None:
         self.runner.restore(key, self.keys.get(key))

@@ -212,3 +212,20 @@ def key_slices(keys: Any, order_by: Any) -> tuple[Any, list[tuple[str, int, int]
     ends = [*starts[1:].tolist(), len(sorted_keys)]
     return order, [(str(sorted_keys[a]), int(a), int(b))
                    for a, b in zip(starts.tolist(), ends, strict=True)]
+
+
+class SnapshotBucket:
+    """The state calls of a bucket engine whose keys live in :class:`KeySnapshots` (the keyed
+    windows, process functions and Nexmark queries): its state blob and next deadline are the
+    snapshots' own. Subclasses set ``self.keys`` and add ``process`` and ``fire``."""
+
+    keys: KeySnapshots
+
+    def load(self, blob: bytes | None) -> None:
+        self.keys.load(blob)
+
+    def dump(self) -> bytes | None:
+        return self.keys.dump()
+
+    def next_deadline(self) -> int | None:
+        return self.keys.next_deadline()

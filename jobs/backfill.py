@@ -18,7 +18,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import tables, versions
+from jobs import effective_from, tables, versions
 from jobs.checks import nothing_to_backfill
 from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none, replace_range, rows_written
@@ -88,6 +88,16 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
         said = versions.reconcile(pipeline).said(pipeline)
         if said:
             progress(said)
+    kept = effective_from.kept_before(pipeline)
+    if kept is not None and (first_day is None or first_day < kept.isoformat()):
+        if last_day is not None and last_day < kept.isoformat():
+            report = BackfillReport(str(first_day), str(last_day), 0, 0, [], pipeline.name)
+            progress(f"{pipeline.name}: effective_from: {kept}: the days before it keep the "
+                     "rows of the version this one replaced; nothing to backfill")
+            return report
+        progress(f"{pipeline.name}: effective_from: {kept}: computing from {kept} on (the "
+                 "days before it keep the rows of the version this one replaced)")
+        first_day = kept.isoformat()
     if pipeline.spec.is_process:
         from jobs.process.backfill import run_process_backfill
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobs import versions
+from jobs import effective_from, fast_writes, versions
 from jobs.registry import Pipeline
 from operators.time import human_duration
 
@@ -51,16 +51,51 @@ class Switched:
                 "rollout": human_duration(self.rollout_ms) if self.rollout_ms else "-"}
 
 
-def switch_if_pending(pipeline: Pipeline, why: str) -> Switched | None:
-    """Switch readers to ``pipeline`` if it is its file's pending version (it just caught up)."""
+@dataclass(frozen=True)
+class Waiting:
+    """A pending version caught up but may not serve yet (its ``effective_from`` days are
+    not final in the version it replaces: jobs/effective_from.py)."""
+
+    pipeline: str
+    version: str
+    reason: str
+
+    def said(self) -> str:
+        return f"{self.pipeline}: version {self.version} has caught up; {self.reason}"
+
+
+def switch_if_pending(pipeline: Pipeline, why: str) -> Switched | Waiting | None:
+    """Switch readers to ``pipeline`` if it is its file's pending version (it just caught
+    up); with ``effective_from``, once the replaced version's earlier days are final, and
+    with their rows carried into the new version's tables first."""
     if pipeline.recorded or not versions.pending(pipeline):
         return None
     before = versions.serving(pipeline)
+    if before is not None and effective_from.effective_day(pipeline) is not None:
+        replaced = versions.version_pipeline(pipeline, before.version)
+        reason = effective_from.waits_for(effective_from.effective_day(pipeline), replaced,
+                                          _watermark_of(replaced))
+        if reason is not None:
+            return Waiting(pipeline.name, pipeline.version, reason)
+        effective_from.carry(pipeline, replaced)
     entry = versions.record_of(pipeline, pipeline.version)
     after = versions.switch(pipeline, pipeline.version, why)
     took = after.since_ms - entry.recorded_ms if entry is not None else None
     return Switched(pipeline.name, before.version if before else None, pipeline.version,
                     after.since_ms, why, took)
+
+
+def _watermark_of(pipeline: Pipeline) -> int | None:
+    """The watermark a version's computation has reached: its last live micro-batch's, else
+    (computed by backfills) the arrival log's last."""
+    from jobs.status import live_position
+    from jobs.table_stats import max_column_value
+
+    log = pipeline.stream.arrival_log
+    found = live_position(pipeline, log).watermark_ms
+    if found is None and fast_writes.table_exists(log):
+        found = max_column_value(log, "watermark_ms")
+    return None if found is None else int(found)
 
 
 def prune(pipeline: Pipeline, progress: Callable[[str], None] = print) -> list[str]:
@@ -86,6 +121,8 @@ class CatchUp:
     """The last arrival position its cohort's query has written."""
     seen_end: int | None = None
     """The arrival log's end (next position) at the previous check."""
+    waiting: str | None = None
+    """Why it waits to serve though caught up (said once per reason)."""
     started: float = 0.0
 
     def __post_init__(self) -> None:

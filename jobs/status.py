@@ -115,7 +115,8 @@ class PipelineState:
                 "rollout": self.describe_rollout()}
 
 
-def _live_position(pipeline: Pipeline, log: str) -> LivePosition:
+def live_position(pipeline: Pipeline, log: str) -> LivePosition:
+    """How far live micro-batches have computed this version of the pipeline."""
     batches = pipeline.table_path(tables.BATCH_METRICS)
     position = LivePosition()
     if not fast_writes.table_exists(batches):
@@ -142,7 +143,7 @@ def pipeline_state(pipeline: Pipeline) -> PipelineState:
         line = VersionLine(state.version, state.state, state.since_ms, state.has_tables,
                            state.rows)
         if state.has_tables and state.state in (versions.SERVING, versions.PENDING):
-            line.live = _live_position(versions.version_pipeline(pipeline, state.version),
+            line.live = live_position(versions.version_pipeline(pipeline, state.version),
                                        log)
         lines.append(line)
     readers = versions.serving_pipeline(pipeline)

@@ -66,11 +66,14 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
       - {name: value_sum, fn: sum, field: value}
       - {name: spread, fn: "mypackage.stats:Spread", field: value}   # operators/user_functions.py
     version: "2"                           # optional label; see PipelineSpec.version
+    effective_from: 2026-11-01             # optional, a changed windowed pipeline: days
+                                           # before it keep the replaced version's rows
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -552,6 +555,20 @@ _Output = Annotated[tuple[OutputColumn, ...] | None, BeforeValidator(_output_col
                     WithJsonSchema({"type": "object", "minProperties": 1,
                                     "additionalProperties": {"enum": list(OUTPUT_TYPES)},
                                     "description": "column name: type, in order"})]
+def _day(value: Any) -> Any:
+    """A ``YAML`` date or an ISO ``YYYY-MM-DD`` string; anything else is refused by name."""
+    if isinstance(value, dt.datetime):
+        raise _Invalid(f"{{setting}} must be a day (YYYY-MM-DD), not a time: got {value}")
+    if isinstance(value, dt.date) or value is None:
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise _Invalid(f"{{setting}} must be a day as YYYY-MM-DD, got {value!r}") from None
+
+
+_Day = Annotated[dt.date | None, BeforeValidator(_day),
+                 WithJsonSchema({"type": "string", "format": "date"})]
 _WINDOW_ONLY = ("trigger", "evictor", "allowed_lateness", "aggregates")
 _PROCESS_ONLY = ("output", "day_column", "state_ttl", "parameters")
 
@@ -589,6 +606,10 @@ class PipelineSpec(_Section):
     this much (Flink's state TTL, on event time)."""
     parameters: dict[str, Any] | None = None
     """Keyword arguments the process function's class is built with."""
+    effective_from: _Day = None
+    """A changed windowed pipeline's first day (``YYYY-MM-DD``, in the platform's time zone,
+    by window end): the days before it keep the rows of the version it replaces; the new
+    version's rows start on it (docs/streams-and-pipelines.md, "Versions")."""
     version: str | None = Field(None, strict=True, min_length=1, max_length=64,
                                 pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     """A label for this version of the pipeline (``"2"``, ``"spend-fix"``): its version
@@ -654,6 +675,11 @@ def _process_or_window(data: Mapping[str, Any]) -> Mapping[str, Any]:
         if data.get(name) is not None:
             raise _Invalid("{setting} belongs to a windowed pipeline; a process function "
                            "decides itself what to emit and when", name)
+    if data.get("effective_from") is not None:
+        raise _Invalid("{setting} belongs to a windowed pipeline: a process function numbers "
+                       "its rows per key across days, so two versions' rows cannot share one "
+                       "table; a changed process pipeline is recomputed whole",
+                       "effective_from")
     process = data["process"]
     if not isinstance(process, str) or not is_user_function(process):
         raise _Invalid(f"{{setting}} must name your class as module:Class, got {process!r}",
@@ -781,6 +807,8 @@ def read_description(path: str | Path) -> Any:
 
         try:
             raw = yaml.safe_load(text)
+        except ValueError as error:  # a date-like scalar YAML cannot build (2026-13-01)
+            raise PipelineConfigError(f"{path}: not valid YAML: {error}") from None
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             problem = getattr(error, "problem", None) or str(error)

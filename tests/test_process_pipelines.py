@@ -51,6 +51,8 @@ def _process(**changes) -> dict:
      "output: column 'key' is the platform's"),
     (_process(aggregates=[{"name": "n", "fn": "count"}]),
      "aggregates belongs to a windowed pipeline"),
+    (_process(effective_from="2026-01-02"),
+     "effective_from belongs to a windowed pipeline: a process function numbers its rows"),
     ({"source": "events", "window": {"type": "tumbling", "size": "1m"},
       "output": {"a": "long"}}, "output belongs to a process pipeline"),
 ])

@@ -9,10 +9,12 @@ through any sequence of edits is in tests/test_versions.py."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from jobs import versions
@@ -22,13 +24,15 @@ from jobs.live import run_live, run_rollout, run_stream
 from jobs.settings import PlatformSettings
 from jobs.status import pipeline_state
 from tests.faults.helpers import QUIET, copy_log, make_source, pipelines_of
-from tests.output_tables import assert_same, output_tables
+from tests.output_tables import OUTPUTS, assert_same, output_tables
 from tests.platform_home import PER_MINUTE, write_pipelines
 
 pytestmark = pytest.mark.spark
 
 V1 = PER_MINUTE
 V2 = PER_MINUTE.replace("allowed_lateness: 30s", "allowed_lateness: 45s")
+SECOND_DAY = "2026-01-02"
+"""The log's events span 2026-01-01 12:00 to 2026-01-02 03:00 (UTC)."""
 SLIDING = PER_MINUTE.replace("type: tumbling\n  size: 1m",
                              "type: sliding\n  size: 5m\n  slide: 1m")
 
@@ -88,18 +92,33 @@ def test_a_change_rolls_out_in_the_next_live_run_and_a_restore_switches_back_at_
 def test_the_rollout_command_computes_the_new_version_alone_then_switches(spark, source,
                                                                          clean, tmp_path):
     """A backfilled first version (no live checkpoint at all), then a change to another
-    window: ``rollout`` computes only the new version, in a cohort of its own, through the
-    whole log, and switches."""
+    window effective from the log's second day: ``rollout`` computes only the new version, in
+    a cohort of its own, through the whole log, and switches; the first day keeps the first
+    version's rows, and a backfill of it changes nothing."""
     env = copy_log(source, tmp_path / "home", {"per_minute": V1})
     first = pipelines_of(env)["per_minute"]
     run_backfill(spark, first, **QUIET)
-    _edit(env, SLIDING)
+    _edit(env, SLIDING + f"effective_from: {SECOND_DAY}\n")
     changed = pipelines_of(env)["per_minute"]
     report = run_rollout(spark, changed, **QUIET)
     assert {v.version for v in report.versions.values()} == {changed.version}
     assert report.switched and versions.serving(changed).version == changed.version
-    assert_same(clean["sliding"], output_tables(spark, changed))
+    expected = {name: _by_day(clean["v1"][name], clean["sliding"][name]) for name in OUTPUTS}
+    assert_same(expected, output_tables(spark, changed))
     assert_same(clean["v1"], output_tables(spark, first))
+    said: list[str] = []
+    run_backfill(spark, changed, first_day="2026-01-01", last_day="2026-01-01",
+                 progress=said.append)
+    assert "the days before it keep the rows of the version this one replaced" in said[-1]
+    assert_same(expected, output_tables(spark, changed))
+
+
+def _by_day(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """``before``'s rows of the days before the second day, ``after``'s from it on."""
+    day = dt.date.fromisoformat(SECOND_DAY)
+    frame = pd.concat([before[before["window_end_date"] < day],
+                       after[after["window_end_date"] >= day]])
+    return frame.sort_values(list(frame.columns)).reset_index(drop=True)
 
 
 def test_the_long_running_job_rolls_out_a_change_without_a_gap(spark, source, clean,

@@ -8,14 +8,17 @@ backfills, with kills) is in tests/test_rollout.py and tests/faults/test_kills.p
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from jobs import storage, tables, versions
+from jobs import effective_from, storage, tables, versions
 from jobs.live import cohorts
 from jobs.registry import Pipeline
 from jobs.settings import PlatformSettings, SettingsError
@@ -96,6 +99,76 @@ def test_restoring_a_retired_version_switches_back_at_once_while_its_tables_are_
         first.version]
     assert versions.reconcile(_pipeline(tmp_path / "home", VARIANTS[0])).state == \
         versions.PENDING
+
+
+def _rows(days: list[str], events: list[int], **more: list) -> pa.Table:
+    columns = {"key": [f"k{i}" for i in range(len(days))],
+               "window_end_date": pa.array([dt.date.fromisoformat(d) for d in days],
+                                           pa.date32()),
+               "events": pa.array(events, pa.int64()), **more}
+    return pa.table(columns)
+
+
+def _log_watermark(pipeline: Pipeline, seq: int, watermark_ms: int) -> None:
+    from jobs import fast_writes
+
+    fast_writes.append(pipeline.stream.arrival_log,
+                       pa.table({"arrival_seq": [seq], "watermark_ms": [watermark_ms]}))
+
+
+def test_effective_from_waits_until_the_replaced_days_are_final_then_carries_their_rows(
+        tmp_path):
+    """A version ``effective_from: 2026-01-02`` replacing one with 30 s of allowed lateness:
+    it serves once the watermark reaches the end of 2026-01-01 plus 30 s, not a millisecond
+    before, and its table then holds the replaced version's rows before that day (a column
+    the old version did not have is null there) and its own from that day on."""
+    from jobs import fast_writes, rollout
+
+    home = tmp_path / "home"
+    old = _pipeline(home, VARIANTS[0])
+    versions.reconcile(old)
+    results = tables.WINDOW_RESULTS
+    fast_writes.append(old.table_path(results), _rows(["2026-01-01", "2026-01-01",
+                                                       "2026-01-02"], [1, 2, 3]),
+                       partition_by=["window_end_date"])
+    new = _pipeline(home, VARIANTS[1] + "effective_from: 2026-01-02\n")
+    assert versions.reconcile(new).state == versions.PENDING
+    fast_writes.append(new.table_path(results),
+                       _rows(["2026-01-01", "2026-01-02", "2026-01-02"], [10, 30, 40],
+                             top=pa.array([7, 8, 9], pa.int64())),
+                       partition_by=["window_end_date"])
+
+    waiting = rollout.switch_if_pending(new, "test")
+    assert isinstance(waiting, rollout.Waiting) and "no watermark yet" in waiting.reason
+    final_at = 1_767_312_000_000 - 1 + 30_000  # 2026-01-02T00:00Z, minus 1 ms, plus 30 s
+    _log_watermark(new, 0, final_at - 1)
+    waiting = rollout.switch_if_pending(new, "test")
+    assert isinstance(waiting, rollout.Waiting)
+    assert (f"the switch waits until version {old.version}'s days before it are final, at "
+            "watermark 2026-01-02 00:00:29Z") in waiting.said()
+    assert versions.serving(new).version == old.version
+    _log_watermark(new, 1, final_at)
+    switched = rollout.switch_if_pending(new, "test")
+    assert isinstance(switched, rollout.Switched)
+    assert versions.serving(new).version == new.version
+    for _ in range(2):  # carrying again (a crash before the switch's write) changes nothing
+        table = fast_writes.read_columns(new.table_path(results),
+                                         ["window_end_date", "events", "top"])
+        assert sorted((r["window_end_date"], r["events"], r["top"])
+                      for r in table.to_pylist()) == [
+            (dt.date(2026, 1, 1), 1, None), (dt.date(2026, 1, 1), 2, None),
+            (dt.date(2026, 1, 2), 30, 8), (dt.date(2026, 1, 2), 40, 9)]
+        effective_from.carry(new, versions.version_pipeline(new, old.version))
+    assert effective_from.kept_before(new) == dt.date(2026, 1, 2)
+    assert effective_from.kept_before(old) is None
+
+
+def test_effective_from_is_a_day_of_a_windowed_pipeline(tmp_path):
+    for value, message in (("tomorrow", "effective_from must be a day as YYYY-MM-DD, got "
+                                        "'tomorrow'"),
+                           ("2026-01-02T10:00:00", "must be a day (YYYY-MM-DD), not a time")):
+        with pytest.raises(SettingsError, match=re.escape(message)):
+            _pipeline(tmp_path / value[:4], PER_MINUTE + f"effective_from: {value}\n")
 
 
 def test_another_source_is_a_new_pipeline_not_a_version(tmp_path):

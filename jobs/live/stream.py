@@ -71,7 +71,12 @@ class LiveReport:
     """``name@version`` -> the pipeline version it computed."""
     switched: list[rollout.Switched] = field(default_factory=list)
     """The versions readers switched to during the run."""
+    waiting: list[rollout.Waiting] = field(default_factory=list)
+    """Versions that caught up but wait to serve (``effective_from``)."""
     stream: str = ""
+
+    def note(self, done: rollout.Switched | rollout.Waiting) -> None:
+        (self.switched if isinstance(done, rollout.Switched) else self.waiting).append(done)
 
     @property
     def records(self) -> int:
@@ -96,7 +101,7 @@ class LiveReport:
                     f"{sum(b['panes'] for b in self.batches)} panes, "
                     f"{sum(b['late_records'] for b in self.batches)} late "
                     f"({len({v.name for v in self.versions.values()})} pipelines)")
-        for done in self.switched:
+        for done in (*self.switched, *self.waiting):
             text += f"; {done.said()}"
         return text
 
@@ -278,7 +283,7 @@ def run_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | No
         for pipeline in run.pipelines:  # the log as it was at the query's start, all of it
             done = rollout.switch_if_pending(pipeline, "caught up with the arrival log")
             if done is not None:
-                report.switched.append(done)
+                report.note(done)
                 progress(done.said())
     for pipeline in {p.name: p for p in (pipelines or
                                          stream.settings.platform.pipelines_of(stream.name))
@@ -323,7 +328,7 @@ def run_rollout(spark: SparkSession, pipeline: Pipeline, *,
         report.add(sink)
     done = rollout.switch_if_pending(pipeline, "caught up with the arrival log (rollout)")
     if done is not None:
-        report.switched.append(done)
+        report.note(done)
         progress(done.said())
     rollout.prune(pipeline, progress)
     return report
@@ -508,9 +513,14 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 if catch_up.check(arrival_end[0]):
                     done = rollout.switch_if_pending(catch_up.pipeline,
                                                      "caught up with the live position")
+                    if isinstance(done, rollout.Waiting):
+                        if catch_up.waiting != done.reason:  # said once, then on each change
+                            catch_up.waiting = done.reason
+                            progress(done.said())
+                        continue
                     del catching_up[name]
                     if done is not None:
-                        report.switched.append(done)
+                        report.note(done)
                         progress(done.said())
                         if on_switch is not None:
                             on_switch(done)

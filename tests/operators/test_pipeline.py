@@ -159,7 +159,8 @@ def test_json_schema_states_the_rules_the_validation_applies() -> None:
     assert set(schema["properties"]) == {"source", "description", "watermark", "window",
                                          "trigger", "evictor", "allowed_lateness",
                                          "aggregates", "version", "process", "output",
-                                         "day_column", "state_ttl", "parameters"}
+                                         "day_column", "state_ttl", "parameters",
+                                         "effective_from"}
     for section, cls, kind_setting in SECTIONS:
         definition = definitions[cls.__name__]
         settings = set(definition["properties"])

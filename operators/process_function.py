@@ -30,7 +30,7 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from operators.time import MIN_WATERMARK
+from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME, VOID_NAMESPACE, TimerService
 
 
@@ -251,6 +251,24 @@ class KeyedProcessDriver:
                 ctx = self._bind(key, timestamp, PROCESSING_TIME, MIN_WATERMARK, timestamp)
             self.function.on_timer(timestamp, ctx, self.output)
             self._release(key)
+
+    def fire_next(self, kind: int) -> None:
+        """Fire the next timer of one kind (``EVENT_TIME`` or ``PROCESSING_TIME``), whatever
+        the clocks: for runtimes that decide the order across kinds themselves
+        (operators/process_pipeline.py)."""
+        if kind == EVENT_TIME:
+            timer = self.timers.pop_due_event_time(MAX_TIMESTAMP)
+        else:
+            timer = self.timers.pop_due_processing_time(MAX_TIMESTAMP)
+        if timer is None:
+            return
+        timestamp, key, _ = timer
+        if kind == EVENT_TIME:
+            ctx = self._bind(key, timestamp, EVENT_TIME, timestamp, MIN_WATERMARK)
+        else:
+            ctx = self._bind(key, timestamp, PROCESSING_TIME, MIN_WATERMARK, timestamp)
+        self.function.on_timer(timestamp, ctx, self.output)
+        self._release(key)
 
     def process(self, key: str, event_time: int, element: Mapping[str, Any] | None, *,
                 watermark: int, ingest_time: int, arrival_seq: int | None = None) -> None:

@@ -18,8 +18,8 @@ the record in the arrival log), and ``ctx.is_late`` says whether the record's ev
 or behind that watermark (Flink hands late records to the function, which decides; they are
 also written to the late-records table). The key's remaining timers fire when the watermark
 reaches them: at the end of a backfill, at the log's last watermark; live, when Spark's
-watermark wakes the key's bucket. A key's rows therefore depend only on its own records and
-their watermarks, not on how a runtime cuts the log into batches.
+watermark wakes the key's bucket. A key's rows therefore depend only on its own records, their
+watermarks and the log's clocks, not on how a runtime cuts the log into batches.
 
 Every output row is checked against the declared columns (each present, of its type; ``None``
 allowed) and numbered per key (``emission``): ``(key, emission)`` is the row's identity, so a
@@ -27,21 +27,24 @@ micro-batch run again writes nothing twice. An exception in the user's code stop
 :class:`ProcessFunctionError`, naming the key, the record's arrival position and the code's
 traceback.
 
-Processing-time timers need the ingest clock of *every* key in one order, which only a single
-global pass over the log has; the runtimes here run keys apart, so a function that registers
-one stops with a message saying so (as processing-time triggers are refused for windows).
+Processing-time timers fire on the ingest clock in the order a single pass over the log would
+fire them: a key orders its due timers of both kinds by comparing event times with ``g(t)``,
+the watermark in force when the ingest clock reached ``t`` (operators/ingest_clock.py), and
+one that no record of the key made due fires once the watermark has passed ``g(t)``
+(docs/semantics.md, "Processing-time timers").
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from operators.ingest_clock import IngestClock
 from operators.process_function import KeyedProcessDriver, KeyedProcessFunction
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
-from operators.timers import EVENT_TIME
+from operators.timers import EVENT_TIME, PROCESSING_TIME
 from operators.user_functions import is_user_function
 
 _PYTHON_TYPES = {"long": (int,), "double": (int, float), "string": (str,), "boolean": (bool,)}
@@ -94,7 +97,8 @@ class ProcessRunner:
     """A process pipeline's function, run one key at a time (restore, process or fire, then
     snapshot), with output checks, emission numbers and state TTL."""
 
-    def __init__(self, spec: Any, name: str = "pipeline") -> None:
+    def __init__(self, spec: Any, name: str = "pipeline",
+                 ingest_clock: IngestClock | None = None) -> None:
         cls = load_process_function(spec.process)
         try:
             self.function = cls(**dict(spec.parameters or {}))
@@ -107,6 +111,9 @@ class ProcessRunner:
         self.day_column = spec.day_column
         self.ttl_ms = spec.state_ttl_ms
         self.driver = KeyedProcessDriver(self.function)
+        self.clock = ingest_clock
+        """``g`` of the stream's arrival log, for processing-time timers (module docs);
+        ``None``: a function that registers one is stopped."""
         self.emitted: dict[str, int] = {}
         self.last_event: dict[str, int] = {}
 
@@ -136,13 +143,21 @@ class ProcessRunner:
         return {"driver": driver, "emitted": emitted, "last": last}
 
     @staticmethod
-    def deadline(snapshot: Mapping[str, Any] | None, ttl_ms: int | None) -> int | None:
-        """The earliest watermark at which the key has something to do: its first event-time
-        timer, or its state's expiry."""
+    def deadline(snapshot: Mapping[str, Any] | None, ttl_ms: int | None,
+                 clock: IngestClock | None = None, watermark: int = MIN_WATERMARK
+                 ) -> int | None:
+        """The earliest watermark at which the key may have something to do: its first
+        event-time timer, its state's expiry, or a processing-time timer's: just past
+        ``g(t)`` once the ingest clock has reached ``t``, else the next watermark after
+        ``watermark`` (the key is looked at again when the watermark moves)."""
         if snapshot is None:
             return None
         flat = (snapshot.get("driver") or {}).get("timers") or []
         due = [flat[i + 1] for i in range(0, len(flat), 4) if flat[i] == EVENT_TIME]
+        processing = [flat[i + 1] for i in range(0, len(flat), 4) if flat[i] != EVENT_TIME]
+        if processing:
+            reached = None if clock is None else clock.due_watermark(min(processing))
+            due.append(watermark + 1 if reached is None else reached + 1)
         if ttl_ms is not None and snapshot.get("last") is not None and \
                 (snapshot.get("driver") or {}).get("state"):
             due.append(int(snapshot["last"]) + ttl_ms)
@@ -152,14 +167,15 @@ class ProcessRunner:
     # -- running ---------------------------------------------------------------------------------
 
     def process(self, key: str, records: Sequence[Record]) -> list[Emitted]:
-        """The key's records, in arrival order, with the timers their watermarks make due."""
+        """The key's records, in arrival order, each after the timers due at it."""
         emitted: list[Emitted] = []
         for record in records:
-            emitted += self._advance(key, record.watermark_ms, record.arrival_seq)
+            emitted += self._advance(key, record.watermark_ms, record.arrival_seq,
+                                     record.ingest_time_ms)
             try:
                 self.driver.process(key, record.event_time_ms, record.fields,
                                     watermark=record.watermark_ms,
-                                    ingest_time=MIN_WATERMARK,
+                                    ingest_time=record.ingest_time_ms,
                                     arrival_seq=record.arrival_seq)
             except ProcessFunctionError:
                 raise
@@ -172,16 +188,26 @@ class ProcessRunner:
         return emitted
 
     def fire(self, key: str, watermark: int) -> list[Emitted]:
-        """The key's timers (and state expiry) that ``watermark`` makes due."""
-        return self._advance(key, watermark, None)
+        """The key's timers (and state expiry) due once the log's watermark is ``watermark``
+        (one a record carried): event-time timers at or before it, processing-time timers
+        whose ``g(t)`` it has passed."""
+        return self._advance(key, watermark, None, None)
 
-    def _advance(self, key: str, watermark: int, arrival_seq: int | None) -> list[Emitted]:
+    def _advance(self, key: str, watermark: int, arrival_seq: int | None,
+                 ingest: int | None) -> list[Emitted]:
+        """Fire what is due at a record of the key (``ingest`` its ingest time) or at a wake
+        (``ingest`` ``None``), in the log's order; the state expires on the way."""
         emitted: list[Emitted] = []
         expiry = self._expiry(key)
-        if expiry is not None and watermark >= expiry:
-            emitted += self._fire_timers(key, expiry - 1, arrival_seq)  # timers before it
+        if expiry is not None and watermark >= expiry:  # a point of the log before this one
+            emitted += self._fire_due(key, arrival_seq, expiry - 1,
+                                      lambda g: g is not None and g < expiry)
             self.driver.states.pop(key, None)  # the state expires; timers stay (Flink's TTL)
-        emitted += self._fire_timers(key, watermark, arrival_seq)
+        if ingest is None:
+            emitted += self._fire_due(key, arrival_seq, watermark,
+                                      lambda g: g is not None and g < watermark)
+        else:
+            emitted += self._fire_due(key, arrival_seq, watermark, None, ingest)
         return emitted
 
     def _expiry(self, key: str) -> int | None:
@@ -189,27 +215,54 @@ class ProcessRunner:
             return None
         return self.last_event[key] + self.ttl_ms
 
-    def _fire_timers(self, key: str, watermark: int, arrival_seq: int | None) -> list[Emitted]:
-        if watermark <= self.driver.watermark and not self.driver.timers.has_due(
-                watermark, MIN_WATERMARK):
-            return []
-        try:
-            self.driver.advance(watermark, MIN_WATERMARK)
-        except ProcessFunctionError:
-            raise
-        except Exception as error:
-            raise self._failed(key, arrival_seq, "on_timer", error) from error
-        return self._collect(key, arrival_seq)
+    def _fire_due(self, key: str, arrival_seq: int | None, watermark: int,
+                  reached: Callable[[int | None], bool] | None,
+                  ingest: int | None = None) -> list[Emitted]:
+        """Fire the key's timers due at one point of the log, one at a time in the order
+        they became due: event-time timers at or before ``watermark``; processing-time timers
+        at or before ``ingest`` (a record of the key), or else those whose ``g(t)`` satisfies
+        ``reached``. Of two due timers of different kinds, the event-time one fires first when
+        ``ts <= g(t)`` (it was due no later). Timers that callbacks register and that are due
+        fire in the same pass."""
+        timers = self.driver.timers
+        emitted: list[Emitted] = []
+        while True:
+            event = timers.next_event_time()
+            event_due = event is not None and event <= watermark
+            processing = timers.next_processing_time()
+            processing_due = False
+            reached_at = None
+            if processing is not None:
+                if ingest is not None:
+                    processing_due = processing <= ingest
+                    if processing_due and event_due:
+                        reached_at = self._g(key, processing, arrival_seq, must=True)
+                else:
+                    reached_at = self._g(key, processing, arrival_seq, must=False)
+                    processing_due = reached(reached_at)
+            if not (event_due or processing_due):
+                return emitted
+            kind = EVENT_TIME if event_due and (not processing_due or event <= reached_at) \
+                else PROCESSING_TIME
+            try:
+                self.driver.fire_next(kind)
+            except ProcessFunctionError:
+                raise
+            except Exception as error:
+                raise self._failed(key, arrival_seq, "on_timer", error) from error
+            emitted += self._collect(key, arrival_seq)
 
-    def _collect(self, key: str, arrival_seq: int | None) -> list[Emitted]:
-        """The rows the last call emitted, checked and numbered; a processing-time timer is
-        refused here (module docs)."""
-        if self.driver.timers.next_processing_time() is not None:
+    def _g(self, key: str, t: int, arrival_seq: int | None, *, must: bool) -> int | None:
+        if self.clock is None:
             raise ProcessFunctionError(
                 f"{self.name}: key {key!r}{_at(arrival_seq)}: the process function registered "
-                "a processing-time timer; on the Spark runtimes and in the replay of a "
-                "pipeline keys run apart, so only event-time timers fire (register one at an "
-                "event time, e.g. ctx.timestamp + delay)")
+                "a processing-time timer, and this runtime has no ingest clock for it")
+        return self.clock.due_watermark(t, must=must)
+
+    def _collect(self, key: str, arrival_seq: int | None) -> list[Emitted]:
+        """The rows the last call emitted, checked and numbered."""
+        if self.clock is None and self.driver.timers.next_processing_time() is not None:
+            self._g(key, 0, arrival_seq, must=False)  # says why it cannot run
         rows = self.driver.take_output()
         emitted = []
         for row in rows:
@@ -278,7 +331,10 @@ def run_keys(spec: Any, histories: Mapping[str, Sequence[Record]], last_watermar
              name: str = "pipeline") -> list[Emitted]:
     """Every key's whole history, then its timers at ``last_watermark`` (the log's last
     watermark): what a backfill and the replay compute."""
-    runner = ProcessRunner(spec, name)
+    every = [r for history in histories.values() for r in history]
+    clock = IngestClock.of([r.arrival_seq for r in every], [r.ingest_time_ms for r in every],
+                           [r.watermark_ms for r in every])
+    runner = ProcessRunner(spec, name, clock)
     emitted: list[Emitted] = []
     for key in sorted(histories):
         runner.restore(key, None)

@@ -227,10 +227,8 @@ def _runner_with(tmp_path, monkeypatch, body: str, output: dict) -> ProcessRunne
     ("out.append({'user': 'x', 'at_ms': 1, 'extra': 2})", "column 'extra' is not in output"),
     ("out.append({'user': 'x', 'at_ms': None})", "column 'at_ms' (day_column"),
     ("out.append(['x', 1])", "is a list, not a mapping of the output columns"),
-    ("ctx.register_processing_time_timer(ctx.timestamp + 1000)",
-     "registered a processing-time timer"),
 ])
-def test_rows_that_do_not_fit_and_processing_time_timers_are_refused_naming_them(
+def test_rows_that_do_not_fit_are_refused_naming_them(
         tmp_path, monkeypatch, body, message):
     runner = _runner_with(tmp_path, monkeypatch, body, {"user": "string", "at_ms": "long"})
     with pytest.raises(ProcessFunctionError) as error:

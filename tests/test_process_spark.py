@@ -30,6 +30,14 @@ SPIKES = EXAMPLES["spend_spike"].replace("{small: 2, large: 60, within: 30m}",
 """Thresholds that the generated values cross often."""
 if "small: 8" not in SPIKES:
     raise AssertionError("the example's parameters changed: update SPIKES")
+TIMEOUTS = """
+source: events
+process: tests.process_functions:Timeouts
+parameters: {idle_ms: 600000, event_ms: 300000}
+output: {domain: string, at_ms: long, count: long, fired: long}
+day_column: at_ms
+"""
+"""Inactivity timeouts on the ingest clock beside event-time timers (their order shows)."""
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +52,8 @@ def _table(spark, pipeline, name: str) -> pd.DataFrame:
 
 
 def test_backfill_live_and_replay_give_the_same_rows(spark, source, tmp_path):
-    pipelines = {"daily_totals": EXAMPLES["daily_totals"], "spend_spike": SPIKES}
+    pipelines = {"daily_totals": EXAMPLES["daily_totals"], "spend_spike": SPIKES,
+                 "timeouts": TIMEOUTS}
     backfilled = pipelines_of(copy_log(source, tmp_path / "backfill", pipelines))
     for pipeline in backfilled.values():
         run_backfill(spark, pipeline, **QUIET)
@@ -72,6 +81,8 @@ def test_backfill_live_and_replay_give_the_same_rows(spark, source, tmp_path):
         for row in output.to_dict("records"):
             expected = by_identity[(row["key"], row["emission"])]
             assert {k: row[k] for k in expected} == expected
+    timeouts = _table(spark, live["timeouts"], OUTPUT)
+    assert set(timeouts.domain) == {"event", "processing"}
     totals = _table(spark, live["daily_totals"], OUTPUT)
     assert (totals.user == totals.key).all() and (totals.events > 0).all()
 

@@ -30,12 +30,15 @@ _PANDAS_DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double
                   "string": "object"}
 
 
-def make_engine(spec: PipelineSpec, name: str = "pipeline") -> Callable[[], BucketEngine]:
-    """The bucket engine of one pipeline (built on the executors, from the pickled spec)."""
+def make_engine(spec: PipelineSpec, name: str = "pipeline", log: str | None = None
+                ) -> Callable[[], BucketEngine]:
+    """The bucket engine of one pipeline (built on the executors, from the pickled spec);
+    ``log``: the stream's arrival log, whose ingest clock a process function's
+    processing-time timers need."""
     if spec.is_process:
         from jobs.live.process import ProcessBucket
 
-        return lambda: ProcessBucket(spec, name)
+        return lambda: ProcessBucket(spec, name, log)
     if spec.is_standard_window:
         from jobs.live.standard import StandardWindows
 
@@ -69,9 +72,10 @@ class PipelineEngines:
     """One bucket of keys for every pipeline of a stream
     (:class:`jobs.runtime.buckets.BucketEngine`)."""
 
-    def __init__(self, names: Sequence[str], specs: Sequence[PipelineSpec]) -> None:
+    def __init__(self, names: Sequence[str], specs: Sequence[PipelineSpec],
+                 log: str | None = None) -> None:
         self.names = list(names)
-        self.engines = [make_engine(spec, name.split("@")[0])()
+        self.engines = [make_engine(spec, name.split("@")[0], log)()
                         for name, spec in zip(self.names, specs, strict=True)]
         self.renames = [{f"agg_{name}": aggregate_column(i, name)
                          for name, _ in value_columns(spec)} for i, spec in enumerate(specs)]

@@ -20,6 +20,7 @@ import pandas as pd
 
 from jobs.process.rows import late_of, records
 from jobs.runtime.buckets import KeySnapshots, SnapshotBucket, key_slices
+from jobs.runtime.ingest_clock import log_clock
 from jobs.runtime.key_runner import output_columns, progress_row
 from operators.pipeline import PipelineSpec
 from operators.process_pipeline import Emitted, ProcessRunner
@@ -31,8 +32,10 @@ _DTYPES = {"long": "Int64", "int": "Int32", "boolean": "boolean", "double": "Flo
 class ProcessBucket(SnapshotBucket):
     """One bucket of keys for a process pipeline (:class:`jobs.runtime.buckets.BucketEngine`)."""
 
-    def __init__(self, spec: PipelineSpec, name: str = "pipeline") -> None:
-        self.runner = ProcessRunner(spec, name)
+    def __init__(self, spec: PipelineSpec, name: str = "pipeline", log: str | None = None
+                 ) -> None:
+        self.clock = None if log is None else log_clock(log)
+        self.runner = ProcessRunner(spec, name, self.clock)
         self.ttl_ms = spec.state_ttl_ms
         self.keys = KeySnapshots()
         columns = output_columns(spec)
@@ -42,9 +45,9 @@ class ProcessBucket(SnapshotBucket):
     def _restore(self, key: str) -> None:
         self.runner.restore(key, self.keys.get(key))
 
-    def _save(self, key: str) -> None:
+    def _save(self, key: str, watermark: int) -> None:
         snapshot = self.runner.snapshot(key)
-        deadline = ProcessRunner.deadline(snapshot, self.ttl_ms)
+        deadline = ProcessRunner.deadline(snapshot, self.ttl_ms, self.clock, watermark)
         self.keys.put(key, snapshot, [] if deadline is None else [deadline])
 
     def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
@@ -56,7 +59,7 @@ class ProcessBucket(SnapshotBucket):
             history = records(ordered.iloc[start:end])
             self._restore(key)
             emitted = self.runner.process(key, history) + self.runner.fire(key, watermark)
-            self._save(key)
+            self._save(key, watermark)
             output += [self._row(e) for e in emitted] + late_of(key, history)
         output += self._fire_due(watermark, skip={key for key, _, _ in slices})
         self.keys.watermark = watermark
@@ -74,7 +77,7 @@ class ProcessBucket(SnapshotBucket):
         for key in self.keys.due(watermark, skip):
             self._restore(key)
             output += [self._row(e) for e in self.runner.fire(key, watermark)]
-            self._save(key)
+            self._save(key, watermark)
         return output
 
     @staticmethod

@@ -234,7 +234,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     rows = (stream_input(reader.load(source), specs, buckets)
             .groupBy(BUCKET_COLUMN)
             .transformWithStateInPandas(
-                statefulProcessor=BucketProcessor(lambda: PipelineEngines(keys, specs)),
+                statefulProcessor=BucketProcessor(
+                    lambda: PipelineEngines(keys, specs, source)),
                 outputStructType=stream_output_schema(specs),
                 outputMode="Append", timeMode="EventTime"))
     names = [p.name for p in pipelines]

@@ -52,9 +52,12 @@ def emitted(log: DataFrame, pipeline: Pipeline) -> DataFrame:
     """Every key's output and late rows (:data:`jobs.process.rows.FLAT_SCHEMA`)."""
     spec, name = pipeline.spec, pipeline.name
     end = log.agg(F.max("watermark_ms")).first()[0]
+    location = pipeline.table_path(tables.ARRIVAL_LOG)
 
     def run_key(key: str, frame: pd.DataFrame) -> list:
-        runner = ProcessRunner(spec, name)
+        from jobs.runtime.ingest_clock import log_clock
+
+        runner = ProcessRunner(spec, name, log_clock(location))
         history = process_rows.records(frame)
         runner.restore(key, None)
         out = runner.process(key, history)

@@ -1,0 +1,66 @@
+"""The ingest clock of a stream's arrival log for process functions' processing-time timers
+(operators/ingest_clock.py), read from the Delta table by the Python process that needs it:
+a live engine on an executor, or a backfill's per-key function.
+
+It is read only when a function registers a processing-time timer, and then incrementally:
+the files whose statistics say they hold records after the last one read, three columns each.
+One clock per log and Python process serves every engine there (Spark reuses its Python
+workers), so the log is read once per worker, not per bucket or micro-batch.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from jobs import storage
+from jobs.fast_writes import delta_uri
+from operators.ingest_clock import IngestClock
+
+COLUMNS = ("arrival_seq", "ingest_time_ms", "watermark_ms")
+_CLOCKS: dict[str, IngestClock] = {}
+_TABLE_IDS: dict[str, str] = {}
+
+
+def log_clock(location: str) -> IngestClock:
+    """The ingest clock of the arrival log at ``location``, shared in this process."""
+    clock = _CLOCKS.get(location)
+    if clock is None:
+        clock = _CLOCKS[location] = IngestClock(lambda after: _read_after(location, after))
+    return clock
+
+
+def _read_after(location: str, after_seq: int) -> tuple | None:
+    from deltalake import DeltaTable
+
+    table = DeltaTable(delta_uri(location))
+    table_id = table.metadata().id
+    if _TABLE_IDS.setdefault(location, table_id) != table_id:
+        # another log at the same place (deleted and ingested again): start over
+        _TABLE_IDS[location] = table_id
+        _CLOCKS[location] = IngestClock(lambda after: _read_after(location, after))
+        raise RuntimeError(f"the arrival log at {location} was replaced while it was read; "
+                           "run again")
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return None
+    highs = actions.column("max.arrival_seq").to_pylist() \
+        if "max.arrival_seq" in actions.column_names else [None] * actions.num_rows
+    paths = [path for path, high in zip(actions.column("path").to_pylist(), highs,
+                                         strict=True) if high is None or high > after_seq]
+    parts = [_read_file(location, path, after_seq) for path in paths]
+    if not parts:
+        return None
+    found = pa.concat_tables(parts)
+    return tuple(found.column(name).to_numpy() for name in COLUMNS)
+
+
+def _read_file(location: str, path: str, after_seq: int) -> pa.Table:
+    full = storage.join(location, path)
+    if storage.is_local(full):
+        rows = pq.read_table(str(storage.local_path(full)), columns=list(COLUMNS))
+    else:
+        filesystem, inside = storage.arrow_filesystem(full)
+        rows = pq.read_table(inside, columns=list(COLUMNS), filesystem=filesystem)
+    return rows.filter(pc.field("arrival_seq") > after_seq)

@@ -15,6 +15,7 @@ due no later than the processing-time one exactly when ``ts <= g(t)`` (docs/sema
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -35,6 +36,11 @@ class IngestClock:
         """The watermark at each step's first record."""
         self._last_seq = -1
         """The last arrival position read."""
+        self.fresh_after = 0.0
+        """A lookup that finds nothing reads on only if the last read started before this
+        (epoch seconds): a runtime sets it when a call begins, so a call reads the log at
+        most once, and what it reads holds every record committed before it began."""
+        self._read_at = float("-inf")
 
     @classmethod
     def of(cls, seqs: Iterable[int], ingests: Iterable[int],
@@ -77,10 +83,11 @@ class IngestClock:
 
     def due_watermark(self, t: int, *, must: bool = False) -> int | None:
         """``g(t)``: the watermark in force at the first record whose ingest time reaches
-        ``t``; ``None`` while no record has (the ingest clock has not reached ``t``). When
-        ``must``, a record is known to have reached it (a key's own record did), so the log
-        is read on until it is found."""
-        if self.reached is None or t > self.reached:
+        ``t``; ``None`` while no record read has (see :attr:`fresh_after`). When ``must``, a
+        record is known to have reached it (a key's own record did), so the log is read on
+        until it is found."""
+        if (self.reached is None or t > self.reached) and (must or
+                                                           self._read_at <= self.fresh_after):
             self._read_more()
         if self.reached is None or t > self.reached:
             if must:
@@ -92,6 +99,7 @@ class IngestClock:
     def _read_more(self) -> None:
         if self._fetch is None:
             return
+        self._read_at = time.time()
         found = self._fetch(self._last_seq)
         if found is not None:
             self.extend(*found)

@@ -16,6 +16,7 @@ ingest clock that knows only the log committed so far (the live engine).
 from __future__ import annotations
 
 import json
+import time
 from bisect import bisect_left
 
 from hypothesis import given, settings
@@ -139,6 +140,7 @@ def live_like(spec, log, cuts: list[int], ahead: int) -> dict[str, list[dict]]:
             continue
         start = cut
         visible[0] = min(len(log), cut + ahead)
+        clock.fresh_after = time.time()  # as the live engine does when a call begins
         watermark = max(watermark, max(r.watermark_ms for _, r in batch))
         keys: dict[str, list[Record]] = {}
         for key, record in batch:

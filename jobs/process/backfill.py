@@ -9,11 +9,11 @@ says which days of its tables it replaces, the rest of the table left as it was.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pandas as pd
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -53,12 +53,15 @@ def emitted(log: DataFrame, pipeline: Pipeline) -> DataFrame:
     spec, name = pipeline.spec, pipeline.name
     end = log.agg(F.max("watermark_ms")).first()[0]
     location = pipeline.table_path(tables.ARRIVAL_LOG)
+    started = time.time()  # the ingest clock reads the log as it is from here on, once
 
-    def run_key(key: str, frame: pd.DataFrame) -> list:
+    def run_key(key: str, history: list) -> list:
+        """``history``: the key's records (map_keys converts each Arrow batch once)."""
         from jobs.runtime.ingest_clock import log_clock
 
-        runner = ProcessRunner(spec, name, log_clock(location))
-        history = process_rows.records(frame)
+        clock = log_clock(location)
+        clock.fresh_after = max(clock.fresh_after, started)
+        runner = ProcessRunner(spec, name, clock)
         runner.restore(key, None)
         out = runner.process(key, history)
         if end is not None:
@@ -67,7 +70,8 @@ def emitted(log: DataFrame, pipeline: Pipeline) -> DataFrame:
             process_rows.late_of(key, history)
 
     columns = log.select("key", *process_rows.RECORD_COLUMNS)
-    return map_keys(columns, "key", run_key, process_rows.flat_frame, process_rows.FLAT_SCHEMA)
+    return map_keys(columns, "key", run_key, process_rows.flat_frame, process_rows.FLAT_SCHEMA,
+                    convert=process_rows.records)
 
 
 def run_process_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None,

@@ -20,6 +20,7 @@ from operators.ingest_clock import IngestClock
 
 COLUMNS = ("arrival_seq", "ingest_time_ms", "watermark_ms")
 _CLOCKS: dict[str, IngestClock] = {}
+_TABLES: dict = {}
 _TABLE_IDS: dict[str, str] = {}
 
 
@@ -32,16 +33,7 @@ def log_clock(location: str) -> IngestClock:
 
 
 def _read_after(location: str, after_seq: int) -> tuple | None:
-    from deltalake import DeltaTable
-
-    table = DeltaTable(delta_uri(location))
-    table_id = table.metadata().id
-    if _TABLE_IDS.setdefault(location, table_id) != table_id:
-        # another log at the same place (deleted and ingested again): start over
-        _TABLE_IDS[location] = table_id
-        _CLOCKS[location] = IngestClock(lambda after: _read_after(location, after))
-        raise RuntimeError(f"the arrival log at {location} was replaced while it was read; "
-                           "run again")
+    table = _table(location)
     actions = pa.table(table.get_add_actions(flatten=True))
     if not actions.num_rows:
         return None
@@ -54,6 +46,29 @@ def _read_after(location: str, after_seq: int) -> tuple | None:
         return None
     found = pa.concat_tables(parts)
     return tuple(found.column(name).to_numpy() for name in COLUMNS)
+
+
+def _table(location: str):
+    """The log's Delta table at its newest version: loaded once, then brought up to date
+    from the commits since (a live stream reads it every micro-batch)."""
+    from deltalake import DeltaTable
+
+    table = _TABLES.get(location)
+    if table is None:
+        table = _TABLES[location] = DeltaTable(delta_uri(location))
+    else:
+        try:
+            table.update_incremental()
+        except Exception:  # noqa: BLE001 - gone or rewritten: load it afresh
+            table = _TABLES[location] = DeltaTable(delta_uri(location))
+    table_id = table.metadata().id
+    if _TABLE_IDS.setdefault(location, table_id) != table_id:
+        # another log at the same place (deleted and ingested again): start over
+        _TABLE_IDS[location] = table_id
+        _CLOCKS[location] = IngestClock(lambda after: _read_after(location, after))
+        raise RuntimeError(f"the arrival log at {location} was replaced while it was read; "
+                           "run again")
+    return table
 
 
 def _read_file(location: str, path: str, after_seq: int) -> pa.Table:

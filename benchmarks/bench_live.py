@@ -492,6 +492,49 @@ def find_max(spark, root: Path, args) -> None:
               f"{ceilings['plain Spark']:,.0f} events/s, ratio {ratio:.2f}", flush=True)
 
 
+def kafka_main(spark, root: Path, args) -> None:
+    """Each configuration with a Kafka topic as the source: the platform, then plain Spark."""
+    from benchmarks.live_kafka import run_plain_kafka, run_platform_kafka
+    from jobs.streams.kafka.broker import running_broker
+
+    summary = []
+    with running_broker(root / "kafka", progress=lambda _: None) as broker:
+        for window in args.windows:
+            for rate in args.rates:
+                for keys in args.keys:
+                    print(f"\n== kafka: {window} windows, {rate:,} events/s offered, "
+                          f"{keys:,} keys, {args.seconds:.0f} s", flush=True)
+                    platform = run_platform_kafka(spark, root, args, window, rate, keys, broker)
+                    print(platform.line(), flush=True)
+                    plain = run_plain_kafka(spark, root, args, window, rate, keys, broker)
+                    print(plain.line(), flush=True)
+                    print(f"ratio plain/platform rate "
+                          f"{plain.steady_rate / max(platform.steady_rate, 1):.2f}, latency "
+                          f"p50 {platform.percentile(50) / plain.percentile(50):.2f}x plain's, "
+                          f"CPU per event "
+                          f"{platform.cpu_per_event_us / plain.cpu_per_event_us:.2f}x plain's",
+                          flush=True)
+                    summary.append((window, rate, keys, platform, plain))
+    print_summary(summary)
+
+
+def print_summary(summary: list) -> None:
+    print("\nwindow     rate    keys  platform ev/s  growth/s  p50 s  p99 s   plain ev/s  "
+          "growth/s  p50 s  p99 s  rate ratio")
+    for window, rate, keys, platform, plain in summary:
+        print(f"{window:<9} {rate:>6} {keys:>7} {platform.steady_rate:>13,.0f} "
+              f"{platform.backlog_growth:>9,.0f} {platform.percentile(50):6.2f} "
+              f"{platform.percentile(99):6.2f} {plain.steady_rate:>12,.0f} "
+              f"{plain.backlog_growth:>9,.0f} {plain.percentile(50):6.2f} "
+              f"{plain.percentile(99):6.2f} "
+              f"{plain.steady_rate / max(platform.steady_rate, 1):10.2f}")
+    window, rate, keys, platform, plain = summary[-1]
+    print(f"live: {platform.steady_rate:,.0f} events/s sustained, end-to-end p50 "
+          f"{platform.percentile(50):.2f} s, p99 {platform.percentile(99):.2f} s; plain Spark "
+          f"{plain.steady_rate:,.0f} events/s; ratio "
+          f"{plain.steady_rate / max(platform.steady_rate, 1):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", type=int, nargs="+", default=[5_000, 10_000, 20_000])
@@ -514,6 +557,9 @@ def main() -> None:
                         help="also run each configuration with the first pipeline changed this "
                              "many seconds into the offered period (its new version catches up "
                              "beside it, then readers switch): latency with and without")
+    parser.add_argument("--source", choices=("landing", "kafka"), default="landing",
+                        help="landing files (default), or a topic of the project's own Kafka "
+                             "broker for both engines (benchmarks/live_kafka.py)")
     parser.add_argument("--find-max", action="store_true",
                         help="for each window, double the offered rate (from the first of "
                              "--rates) until each engine falls behind; print both ceilings")
@@ -531,6 +577,13 @@ def main() -> None:
                         extra={"spark.sql.streaming.numRecentProgressUpdates": "100000",
                              "spark.driver.extraJavaOptions": "-XX:MaxJavaStackTraceDepth=100000"})
     root = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    if args.source == "kafka":
+        try:
+            kafka_main(spark, root, args)
+        finally:
+            spark.stop()
+            shutil.rmtree(root, ignore_errors=True)
+        return
     if args.find_max:
         try:
             find_max(spark, root, args)
@@ -575,20 +628,7 @@ def main() -> None:
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print("\nwindow     rate    keys  platform ev/s  growth/s  p50 s  p99 s   plain ev/s  "
-          "growth/s  p50 s  p99 s  rate ratio")
-    for window, rate, keys, platform, plain in summary:
-        print(f"{window:<9} {rate:>6} {keys:>7} {platform.steady_rate:>13,.0f} "
-              f"{platform.backlog_growth:>9,.0f} {platform.percentile(50):6.2f} "
-              f"{platform.percentile(99):6.2f} {plain.steady_rate:>12,.0f} "
-              f"{plain.backlog_growth:>9,.0f} {plain.percentile(50):6.2f} "
-              f"{plain.percentile(99):6.2f} "
-              f"{plain.steady_rate / max(platform.steady_rate, 1):10.2f}")
-    window, rate, keys, platform, plain = summary[-1]
-    print(f"live: {platform.steady_rate:,.0f} events/s sustained, end-to-end p50 "
-          f"{platform.percentile(50):.2f} s, p99 {platform.percentile(99):.2f} s; plain Spark "
-          f"{plain.steady_rate:,.0f} events/s; ratio "
-          f"{plain.steady_rate / max(platform.steady_rate, 1):.2f}")
+    print_summary(summary)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The platform's main job on the embedded default, from the command line.
 
-Generates the demo landing files, then materialises the whole asset graph through Dagster (so
-every run shows up in the UI, stored in the local ``DAGSTER_HOME``), and prints where
-everything is.
+Generates the demo landing files (``--source kafka``: produces the events into a topic of the
+project's own Kafka broker instead, platform_defs/demo_kafka.py), then materialises the whole
+asset graph through Dagster (so every run shows up in the UI, stored in the local
+``DAGSTER_HOME``), and prints where everything is.
 """
 
 from __future__ import annotations
@@ -84,9 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7,
                         help="the generator's seed: the same seed, the same events "
                              "(default 7)")
+    parser.add_argument("--source", choices=("landing", "kafka"), default="landing",
+                        help="where the events come from: landing files (default), or a topic "
+                             "of an Apache Kafka broker the demo starts in <home>/kafka")
     add_lateness_arguments(parser)
     args = parser.parse_args(argv)
     options = {"events": args.events, "seed": args.seed, **lateness_options(args)}
+    if args.source == "kafka":  # another data set than landing files': recorded as such
+        options["source"] = "kafka"
     home = (args.home or Path(os.environ.get("PLATFORM_HOME", ".platform"))).absolute()
     time_zone = PlatformSettings.from_env(check=False).time_zone
     problem, generator = _check_same_demo(home, options, time_zone)
@@ -94,7 +100,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {problem}", file=sys.stderr)
         return 2
     _prepare_environment(home, explicit=args.home is not None)
+    if args.source == "kafka":
+        from platform_defs.demo_kafka import kafka_stream
 
+        os.environ["PLATFORM_STREAMS"] = str(home / "streams")
+        with kafka_stream(home) as broker:
+            return _run(home, generator, broker)
+    return _run(home, generator, None)
+
+
+def _run(home: Path, generator: dict, broker) -> int:
+    """The asset graph over the stream; ``broker``: the demo's Kafka broker, whose topic
+    gets the events instead of landing files."""
     from dagster import AssetKey, AssetSelection, DagsterInstance, materialize
 
     from jobs.reports import log_day_range
@@ -121,17 +138,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: {error}", file=sys.stderr)
         return 1
     assets = list(defs.assets)
-    print(f"[1/3] landing files + ingest of {', '.join(platform.streams)} (Dagster home "
+    what = "landing files" if broker is None else "Kafka topic"
+    print(f"[1/3] {what} + ingest of {', '.join(platform.streams)} (Dagster home "
           f"{os.environ['DAGSTER_HOME']})")
     for stream in platform.streams.values():
-        keys = [AssetKey([stream.name, t]) for t in ("landing_files", "arrival_log",
-                                                      "quarantine")]
-        result = materialize(
-            assets, instance=instance, resources=resources,
-            selection=AssetSelection.assets(*keys),
-            run_config={"ops": {f"{stream.name}__landing_files": {"config": generator}},
-                        **QUIET_LOGS},
-        )
+        tables_of = ("arrival_log", "quarantine")
+        run_config: dict = dict(QUIET_LOGS)
+        if broker is None:
+            tables_of = ("landing_files", *tables_of)
+            run_config["ops"] = {f"{stream.name}__landing_files": {"config": generator}}
+        else:
+            _produce(broker, generator)
+        keys = [AssetKey([stream.name, t]) for t in tables_of]
+        result = materialize(assets, instance=instance, resources=resources,
+                             selection=AssetSelection.assets(*keys), run_config=run_config)
         if not result.success:
             return 1
     for index, pipeline in enumerate(platform.pipelines.values(), start=1):
@@ -157,6 +177,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_summary(spark, settings, time.monotonic() - started)
     return 0
+
+
+def _produce(broker, generator: dict) -> None:
+    from platform_defs.demo_kafka import TOPIC, produce_events
+    from platform_defs.stream_assets import LandingConfig
+
+    config = LandingConfig(**{k: v for k, v in generator.items() if k != "source"})
+    produced = produce_events(broker, config.generator_config())
+    if produced is None:
+        print(f"      topic {TOPIC} on {broker.bootstrap_servers} already holds the demo's "
+              "events (produced by an earlier run): ingest takes what it has not read")
+    else:
+        print(f"      produced {produced:,} events into topic {TOPIC} on "
+              f"{broker.bootstrap_servers}")
 
 
 def _materialised(pipeline) -> tuple[str, ...]:

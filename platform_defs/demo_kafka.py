@@ -43,8 +43,9 @@ def kafka_stream(home: Path, progress=print) -> Iterator[KafkaBroker]:
         yield broker
 
 
-def produce_events(broker: KafkaBroker, config: GeneratorConfig) -> int | None:
-    """Produce the generator's lines into the topic (created with a partition per producer);
+def produce_events(broker: KafkaBroker, config: GeneratorConfig, topic: str = TOPIC
+                   ) -> int | None:
+    """Produce the generator's lines into ``topic`` (created with a partition per producer);
     ``None`` when the topic already existed (nothing produced)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
@@ -52,9 +53,9 @@ def produce_events(broker: KafkaBroker, config: GeneratorConfig) -> int | None:
     from jobs.streams.kafka.broker import create_topics
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": "0"})
-    if TOPIC in admin.list_topics(timeout=30).topics:
+    if topic in admin.list_topics(timeout=30).topics:
         return None
-    create_topics(broker.bootstrap_servers, {TOPIC: config.producers})
+    create_topics(broker.bootstrap_servers, {topic: config.producers})
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
                          "log_level": "0"})
     produced = 0
@@ -63,7 +64,7 @@ def produce_events(broker: KafkaBroker, config: GeneratorConfig) -> int | None:
         for partition, directory in enumerate(sorted(Path(folder).iterdir())):
             for file in sorted(directory.glob("*.jsonl"), key=_file_order):
                 for line in file.read_text(encoding="utf-8").splitlines():
-                    producer.produce(TOPIC, value=line.encode(), partition=partition,
+                    producer.produce(topic, value=line.encode(), partition=partition,
                                      timestamp=_received_at(line))
                     produced += 1
                     producer.poll(0)

@@ -1,7 +1,7 @@
-"""The driver a cluster test runs in its own process (a SparkSession per process): ingest, the
-live stream, then a backfill over the same days, with each state of the output tables saved
-for the test to compare (its home has one pipeline). Settings come from the ``PLATFORM_*``
-environment, as for any job.
+"""The driver a cluster test runs in its own process (a SparkSession per process): for each
+stream, ingest and the live stream, then a backfill of each pipeline over the same days, with
+each state of the output tables saved for the test to compare (a folder per pipeline).
+Settings come from the ``PLATFORM_*`` environment, as for any job.
 
     python -m tests.cluster.drive <output folder>
 """
@@ -21,19 +21,20 @@ from jobs.live import run_live
 from jobs.session import spark_for
 from jobs.session.shipping import ExecutorImportError, check_executors
 from jobs.settings import PlatformSettings
-from jobs.streams.landing import ingest
+from jobs.streams import ingest
 
 SAVED = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
          tables.LATE_DATA_METRICS)
 
 
 def save_tables(settings: PlatformSettings, folder: Path) -> None:
-    """The stream's tables and its one pipeline's, as Parquet files named after them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (pipeline,) = settings.platform.pipelines.values()
-    for name in SAVED:
-        frame: pd.DataFrame = DeltaTable(pipeline.table_path(name)).to_pandas()
-        frame.to_parquet(folder / f"{name}.parquet")
+    """Each pipeline's tables and its stream's, as Parquet files named after them, in a
+    folder named after the pipeline."""
+    for pipeline in settings.platform.pipelines.values():
+        (folder / pipeline.name).mkdir(parents=True, exist_ok=True)
+        for name in SAVED:
+            frame: pd.DataFrame = DeltaTable(pipeline.table_path(name)).to_pandas()
+            frame.to_parquet(folder / pipeline.name / f"{name}.parquet")
 
 
 def main(output: Path) -> None:
@@ -50,14 +51,15 @@ def main(output: Path) -> None:
         check_executors(spark, ("no_such_module_for_the_test",))
     except ExecutorImportError as error:
         (output / "import_error.txt").write_text(str(error))
-    (pipeline,) = settings.platform.pipelines.values()
-    ingest(spark, pipeline.stream)
-    step("ingested")
-    run_live(spark, pipeline.stream)
-    step("live stream done")
+    for stream in settings.platform.streams.values():
+        ingest(spark, stream)
+        step(f"{stream.name} ingested")
+        run_live(spark, stream)
+        step(f"{stream.name}: live stream done")
     save_tables(settings, output / "live")
-    run_backfill(spark, pipeline)
-    step("backfill done")
+    for pipeline in settings.platform.pipelines.values():
+        run_backfill(spark, pipeline)
+        step(f"{pipeline.name}: backfill done")
     save_tables(settings, output / "backfill")
     spark.stop()
 

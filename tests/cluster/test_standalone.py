@@ -7,12 +7,15 @@ One run covers both the cluster and the object store, as a team that outgrows on
 deploys them: Spark's S3A connector (``hadoop-aws``, resolved from Maven Central like any
 ``spark.jars.packages``) on the driver and the executors, Arrow's S3 client for the landing
 files and ``deltalake`` for the driver-side writes, credentials and endpoint from the
-environment only."""
+environment only. A second stream reads the same events from a topic of the project's Kafka
+broker: the executors read its partitions with Spark's Kafka source."""
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +26,9 @@ import pytest
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
-from jobs.streams.landing import ingest
+from jobs.streams import ingest
+from jobs.streams.kafka.broker import running_broker
+from platform_defs.demo_kafka import produce_events
 from tests.cluster.drive import SAVED, save_tables
 from tests.cluster.object_store import start_object_store
 from tests.cluster.standalone import start_cluster
@@ -46,6 +51,12 @@ def object_store(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with running_broker(tmp_path_factory.mktemp("kafka"), progress=lambda _: None) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory, object_store):
     running = start_cluster(tmp_path_factory.mktemp("cluster"),
                             node_environment=object_store.environment())
@@ -59,6 +70,12 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _assert_same_tables(expected: Path, actual: Path) -> None:
+    """Both pipelines' tables (a folder each, tests/cluster/drive.py)."""
+    for pipeline in ("per_minute", "clicks_per_minute"):
+        _assert_same_pipeline(expected / pipeline, actual / pipeline)
+
+
+def _assert_same_pipeline(expected: Path, actual: Path) -> None:
     for name in SAVED:
         pd.testing.assert_frame_equal(_sorted(pd.read_parquet(expected / f"{name}.parquet")),
                                       _sorted(pd.read_parquet(actual / f"{name}.parquet")),
@@ -75,18 +92,33 @@ def test_the_workers_cannot_import_the_project_by_themselves(cluster):
 
 
 def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster, object_store,
-                                                                        spark, tmp_path):
+                                                                        broker, spark, tmp_path):
     landing = tmp_path / "landing"
     generate(DATA, landing / "events")
-    pipelines = write_pipelines(tmp_path / "pipelines", {"per_minute": PER_MINUTE})
+    # the same events in a Kafka topic (a partition per producer): a second stream, whose
+    # partitions Spark's Kafka source reads on the executors
+    produce_events(broker, DATA, topic="clicks")
+    streams = tmp_path / "streams"
+    streams.mkdir()
+    shutil.copy(REPO / "streams" / "events.yaml", streams / "events.yaml")
+    (streams / "clicks.yaml").write_text(json.dumps({
+        "kind": "kafka", "kafka": {"bootstrap_servers": broker.bootstrap_servers,
+                                   "topics": ["clicks"]},
+        "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness": "5s",
+                      "idle_timeout": "1m"}}))
+    pipelines = write_pipelines(tmp_path / "pipelines", {
+        "per_minute": PER_MINUTE,
+        "clicks_per_minute": PER_MINUTE.replace("source: events", "source: clicks")})
 
     # local mode, in this process's shared session
     local = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "local"),
                                        "PLATFORM_LANDING": str(landing),
+                                       "PLATFORM_STREAMS": str(streams),
                                        "PLATFORM_PIPELINES": str(pipelines)})
-    (pipeline,) = local.platform.pipelines.values()
-    ingest(spark, pipeline.stream, progress=lambda _: None)
-    run_backfill(spark, pipeline, progress=lambda _: None)
+    for stream in local.platform.streams.values():
+        ingest(spark, stream, progress=lambda _: None)
+    for pipeline in local.platform.pipelines.values():
+        run_backfill(spark, pipeline, progress=lambda _: None)
     save_tables(local, tmp_path / "expected")
 
     # the cluster: a driver process of its own, its Python workers without the project; the
@@ -103,7 +135,7 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                    if not k.startswith(("PLATFORM_", "AWS_")) and k != "PYTHONPATH"}
     environment.update(object_store.environment())
     environment.update(PLATFORM_HOME=str(tmp_path / "remote"), PLATFORM_LANDING=remote_landing,
-                       PLATFORM_PIPELINES=str(pipelines),
+                       PLATFORM_PIPELINES=str(pipelines), PLATFORM_STREAMS=str(streams),
                        PLATFORM_WAREHOUSE=warehouse, PLATFORM_SPARK_MASTER=cluster.master_url,
                        PLATFORM_INGEST_READER="spark",
                        PLATFORM_SPARK_CONF=",".join(f"{k}={v}" for k, v in spark_conf.items()),
@@ -127,6 +159,7 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
     # every table and the stream's checkpoint are in the object store, nothing on local disk
     stored = object_store.keys("platform", "warehouse/")
     for name in ("streams/events/arrival_log", "streams/events/quarantine",
+                 "streams/clicks/arrival_log", "streams/clicks/quarantine",
                  *(f"pipelines/per_minute/versions/*/{t}" for t in SAVED[2:])):
         assert any(fnmatch.fnmatch(key, f"warehouse/{name}/*") for key in stored), name
     assert "warehouse/pipelines/per_minute/_platform/serving.json" in stored

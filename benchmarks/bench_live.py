@@ -355,7 +355,8 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
     run.steady(landed, [(c[1], c[0] + 1 - warm_records) for c in committed[warm:]], started,
                offered_until)
     if edited is not None:
-        switched = report["live"].switched if "live" in report else []
+        switched = [s for s in (report["live"].switched if "live" in report else [])
+                    if s.from_version is not None]  # not the first version's own first serve
         run.rollout_s = (switched[0].at_ms / 1000 - edited) if switched else float("nan")
         until = edited + run.rollout_s if switched else offered_until
         files_during = [f for f in files if edited <= f[1] <= until]

@@ -5,9 +5,9 @@ The project's own broker (jobs/streams/kafka/broker.py) runs in ``<home>/kafka``
 demo's duration; the stream ``events`` is described as a Kafka stream in ``<home>/streams``
 (its topic ``events``, one partition per generator producer, as the landing folders have one
 per producer), and the generator's lines are produced into it in each producer's order, the
-event's ``received_at`` as the record's timestamp. A topic that already exists is not
-produced into again: a re-run reads what the first one produced, and ingest takes each offset
-once.
+event's ``received_at`` as the record's timestamp (a broken line's: the previous line's). A
+topic that already exists is not produced into again: a re-run reads what the first one
+produced, and ingest takes each offset once.
 """
 
 from __future__ import annotations
@@ -62,10 +62,13 @@ def produce_events(broker: KafkaBroker, config: GeneratorConfig, topic: str = TO
     with tempfile.TemporaryDirectory(prefix="demo-kafka-") as folder:
         generate(config, folder)
         for partition, directory in enumerate(sorted(Path(folder).iterdir())):
+            stamp = config.start_ms
             for file in sorted(directory.glob("*.jsonl"), key=_file_order):
                 for line in file.read_text(encoding="utf-8").splitlines():
+                    # a line too broken to say when it was received: when the one before was
+                    stamp = _received_at(line) or stamp
                     producer.produce(topic, value=line.encode(), partition=partition,
-                                     timestamp=_received_at(line))
+                                     timestamp=stamp)
                     produced += 1
                     producer.poll(0)
     if producer.flush(60):
@@ -81,8 +84,9 @@ def _file_order(file: Path) -> tuple[int, str]:
 
 
 def _received_at(line: str) -> int:
-    """The record's timestamp: when the collector received the event (0: a line too broken
-    to say; Kafka then stamps it itself)."""
+    """When the collector received the event (0: a line too broken to say). It is the
+    record's timestamp, which a Kafka stream's ingest takes for its ingest clock; a record
+    without one would get the broker's clock, months after the demo's events."""
     try:
         found = json.loads(line).get("received_at")
     except (ValueError, AttributeError):

@@ -21,11 +21,21 @@ class DailyTotals(KeyedProcessFunction):
     def __init__(self, time_zone: str = "UTC", field: str = "value") -> None:
         self.zone = ZoneInfo(time_zone)
         self.field = field
+        self._span = (0, 0, dt.date.min)
+        """The last day looked up: its first and past-last millisecond, and the day."""
 
     def _day(self, ms: int) -> dt.date:
-        return dt.datetime.fromtimestamp(ms / 1000, tz=self.zone).date()
+        first, end, day = self._span
+        if first <= ms < end:  # records of a key come mostly from one day: no time zone math
+            return day
+        day = dt.datetime.fromtimestamp(ms / 1000, tz=self.zone).date()
+        start = dt.datetime.combine(day, dt.time(), tzinfo=self.zone)
+        self._span = (int(start.timestamp() * 1000), self._midnight_after(day), day)
+        return day
 
     def _midnight_after(self, day: dt.date) -> int:
+        if day == self._span[2]:
+            return self._span[1]
         start = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=self.zone)
         return int(start.timestamp() * 1000)
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, Protocol
 
+import msgspec
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -136,6 +137,7 @@ def _decimal_default(value: Any) -> Any:
 
 
 _META_WATERMARK = b"watermark"
+_decode = msgspec.json.Decoder().decode
 
 
 class KeySnapshots:
@@ -178,7 +180,12 @@ class KeySnapshots:
 
     def get(self, key: str) -> dict[str, Any] | None:
         stored = self.snapshots.get(key)
-        return None if stored is None else json.loads(stored)
+        if stored is None:
+            return None
+        try:  # msgspec reads what json.dumps wrote, faster; NaN and huge ints: json
+            return _decode(stored)
+        except msgspec.DecodeError:
+            return json.loads(stored)
 
     def put(self, key: str, snapshot: dict[str, Any] | None, event_timers: list[int]) -> None:
         """Keep a key's snapshot (``None``: the key holds nothing) and its next timer."""

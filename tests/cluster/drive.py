@@ -1,7 +1,7 @@
 """The driver a cluster test runs in its own process (a SparkSession per process): each
 stream's ingest, the landing stream's live run, then a backfill of each pipeline over the same
 days, with each state of the output tables saved for the test to compare (a folder per
-pipeline).
+pipeline, and each stream's arrival log and quarantine).
 Settings come from the ``PLATFORM_*`` environment, as for any job.
 
     python -m tests.cluster.drive <output folder>
@@ -40,6 +40,15 @@ def save_tables(settings: PlatformSettings, folder: Path, stream: str | None = N
             frame.to_parquet(folder / pipeline.name / f"{name}.parquet")
 
 
+def save_stream_tables(settings: PlatformSettings, folder: Path) -> None:
+    """Each stream's arrival log and quarantine, in a folder named after the stream."""
+    for stream in settings.platform.streams.values():
+        (folder / stream.name).mkdir(parents=True, exist_ok=True)
+        for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
+            DeltaTable(stream.table_path(name)).to_pandas().to_parquet(
+                folder / stream.name / f"{name}.parquet")
+
+
 def main(output: Path) -> None:
     started = time.monotonic()
 
@@ -61,6 +70,7 @@ def main(output: Path) -> None:
             run_live(spark, stream)
             step(f"{stream.name}: live stream done")
             save_tables(settings, output / "live", stream.name)
+    save_stream_tables(settings, output / "streams")
     for pipeline in settings.platform.pipelines.values():
         run_backfill(spark, pipeline)
         step(f"{pipeline.name}: backfill done")

@@ -8,7 +8,8 @@ deploys them: Spark's S3A connector (``hadoop-aws``, resolved from Maven Central
 ``spark.jars.packages``) on the driver and the executors, Arrow's S3 client for the landing
 files and ``deltalake`` for the driver-side writes, credentials and endpoint from the
 environment only. A second stream reads the same events from a topic of the project's Kafka
-broker: the executors read its partitions with Spark's Kafka source."""
+broker: the executors read its partitions with Spark's Kafka source, and its arrival log and
+quarantine equal local mode's."""
 
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from jobs import tables
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
 from jobs.streams import ingest
 from jobs.streams.kafka.broker import running_broker
 from platform_defs.demo_kafka import produce_events
-from tests.cluster.drive import SAVED, save_tables
+from tests.cluster.drive import SAVED, save_stream_tables, save_tables
 from tests.cluster.object_store import start_object_store
 from tests.cluster.standalone import start_cluster
 from tests.conftest import CHILD_DRIVER_JAVA_OPTIONS
@@ -70,15 +72,9 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _assert_same_tables(expected: Path, actual: Path,
-                        pipelines: tuple[str, ...] = ("per_minute", "clicks_per_minute")
-                        ) -> None:
-    """The pipelines' tables (a folder each, tests/cluster/drive.py)."""
-    for pipeline in pipelines:
-        _assert_same_pipeline(expected / pipeline, actual / pipeline)
-
-
-def _assert_same_pipeline(expected: Path, actual: Path) -> None:
-    for name in SAVED:
+                        names: tuple[str, ...] = SAVED) -> None:
+    """Tables saved by tests/cluster/drive.py, as Parquet files named after them."""
+    for name in names:
         pd.testing.assert_frame_equal(_sorted(pd.read_parquet(expected / f"{name}.parquet")),
                                       _sorted(pd.read_parquet(actual / f"{name}.parquet")),
                                       check_exact=True, obj=f"{name} ({actual.name})")
@@ -108,9 +104,7 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                                    "topics": ["clicks"]},
         "watermark": {"strategy": "bounded_out_of_orderness", "max_out_of_orderness": "5s",
                       "idle_timeout": "1m"}}))
-    pipelines = write_pipelines(tmp_path / "pipelines", {
-        "per_minute": PER_MINUTE,
-        "clicks_per_minute": PER_MINUTE.replace("source: events", "source: clicks")})
+    pipelines = write_pipelines(tmp_path / "pipelines", {"per_minute": PER_MINUTE})
 
     # local mode, in this process's shared session
     local = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "local"),
@@ -119,9 +113,10 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                                        "PLATFORM_PIPELINES": str(pipelines)})
     for stream in local.platform.streams.values():
         ingest(spark, stream, progress=lambda _: None)
-    for pipeline in local.platform.pipelines.values():
-        run_backfill(spark, pipeline, progress=lambda _: None)
+    (pipeline,) = local.platform.pipelines.values()
+    run_backfill(spark, pipeline, progress=lambda _: None)
     save_tables(local, tmp_path / "expected")
+    save_stream_tables(local, tmp_path / "expected" / "streams")
 
     # the cluster: a driver process of its own, its Python workers without the project; the
     # warehouse in the object store
@@ -156,8 +151,12 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
     import_error = (output / "import_error.txt").read_text()
     assert "no_such_module_for_the_test on " in import_error
     assert "ModuleNotFoundError" in import_error
-    _assert_same_tables(tmp_path / "expected", output / "live", ("per_minute",))
-    _assert_same_tables(tmp_path / "expected", output / "backfill")
+    _assert_same_tables(tmp_path / "expected" / "per_minute", output / "live" / "per_minute")
+    _assert_same_tables(tmp_path / "expected" / "per_minute",
+                        output / "backfill" / "per_minute")
+    # the Kafka stream: read by the executors, the same log and quarantine as in local mode
+    _assert_same_tables(tmp_path / "expected" / "streams" / "clicks",
+                        output / "streams" / "clicks", (tables.ARRIVAL_LOG, tables.QUARANTINE))
     # every table and the stream's checkpoint are in the object store, nothing on local disk
     stored = object_store.keys("platform", "warehouse/")
     for name in ("streams/events/arrival_log", "streams/events/quarantine",

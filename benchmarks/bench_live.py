@@ -384,19 +384,18 @@ def _query_batch_of_source_offset(checkpoint: Path) -> dict[int, int]:
     return first
 
 
-def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run:
+EVENT_SCHEMA = "key string, event_time long, value double, received_at long"
+"""The events' fields as plain Spark reads them (a landing line, a Kafka value)."""
+
+
+def start_plain_query(events, window: str, args, checkpoint: Path, table: Path):
+    """Plain Spark's side, whatever the source: ``withWatermark`` + ``groupBy(window, key)``
+    (``session_window`` for sessions) with count and sum into Delta in append mode; started
+    and through its warm-up batch."""
     from pyspark.sql import functions as F
 
-    landing = root / f"plain-{window}-{rate}-{keys}" / "landing"
-    landing.mkdir(parents=True)
-    checkpoint = landing.parent / "checkpoint"
-    warm_up(landing)
     size, slide = WINDOWS[window if window in WINDOWS else "tumbling"][1]
-    events = (spark.readStream.schema("key string, event_time long, value double, "
-                                      "received_at long")
-              .option("pathGlobFilter", "*.jsonl").option("recursiveFileLookup", "true")
-              .json(str(landing))
-              .where(F.col("key").isNotNull() & F.col("event_time").isNotNull())
+    events = (events.where(F.col("key").isNotNull() & F.col("event_time").isNotNull())
               .withColumn("ts", F.timestamp_millis("event_time"))
               .withWatermark("ts", "5 seconds"))
     grouping = F.session_window("ts", slide) if size == "session" else \
@@ -406,9 +405,21 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
                    F.sum(F.col("value").cast("decimal(38,9)")).alias("value_sum")))
     query = (counts.writeStream.format("delta").outputMode("append")
              .option("checkpointLocation", str(checkpoint))
-             .trigger(processingTime=args.trigger).start(str(landing.parent / "table")))
+             .trigger(processingTime=args.trigger).start(str(table)))
     while not any(p.get("numInputRows") for p in query.recentProgress):  # the warm-up batch
         time.sleep(0.2)
+    return query
+
+
+def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run:
+    landing = root / f"plain-{window}-{rate}-{keys}" / "landing"
+    landing.mkdir(parents=True)
+    checkpoint = landing.parent / "checkpoint"
+    warm_up(landing)
+    events = (spark.readStream.schema(EVENT_SCHEMA)
+              .option("pathGlobFilter", "*.jsonl").option("recursiveFileLookup", "true")
+              .json(str(landing)))
+    query = start_plain_query(events, window, args, checkpoint, landing.parent / "table")
     started = time.time()
     cpu_before = machine_cpu_seconds()
     producer, manifest = start_producer(landing, args, rate, keys, args.seconds)

@@ -23,7 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_live import WINDOWS, Run, machine_cpu_seconds, pipelines_for
+from benchmarks.bench_live import (
+    EVENT_SCHEMA,
+    Run,
+    machine_cpu_seconds,
+    pipelines_for,
+    start_plain_query,
+)
 
 Tick = tuple[float, int, dict[str, int]]
 """(completed at, events, partition -> last offset)."""
@@ -199,27 +205,12 @@ def run_plain_kafka(spark, root: Path, args, window: str, rate: int, keys: int, 
     folder.mkdir(parents=True)
     topic = _topic(broker, f"plain-{window}-{rate}-{keys}", args.partitions)
     _warm_up(broker, topic, args, folder)
-    size, slide = WINDOWS[window if window in WINDOWS else "tumbling"][1]
     events = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", broker.bootstrap_servers)
               .option("subscribe", topic).option("startingOffsets", "earliest").load()
-              .select(F.from_json(F.col("value").cast("string"),
-                                  "key string, event_time long, value double, "
-                                  "received_at long").alias("e"))
-              .select("e.*")
-              .where(F.col("key").isNotNull() & F.col("event_time").isNotNull())
-              .withColumn("ts", F.timestamp_millis("event_time"))
-              .withWatermark("ts", "5 seconds"))
-    grouping = F.session_window("ts", slide) if size == "session" else \
-        F.window("ts", size, slide) if slide else F.window("ts", size)
-    counts = (events.groupBy(grouping.alias("w"), "key")
-              .agg(F.count(F.lit(1)).alias("events"),
-                   F.sum(F.col("value").cast("decimal(38,9)")).alias("value_sum")))
-    query = (counts.writeStream.format("delta").outputMode("append")
-             .option("checkpointLocation", str(folder / "checkpoint"))
-             .trigger(processingTime=args.trigger).start(str(folder / "table")))
-    while not any(p.get("numInputRows") for p in query.recentProgress):
-        time.sleep(0.2)
+              .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+              .select("e.*"))
+    query = start_plain_query(events, window, args, folder / "checkpoint", folder / "table")
     started = time.time()
     cpu_before = machine_cpu_seconds()
     producer, manifest = _producer(broker, topic, args, rate, keys, args.seconds, folder)

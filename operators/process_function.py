@@ -245,12 +245,7 @@ class KeyedProcessDriver:
         self.processing_time = max(self.processing_time, ingest_time)
         for kind, timestamp, key, _ in self.timers.iter_due(self.watermark,
                                                               self.processing_time):
-            if kind == EVENT_TIME:
-                ctx = self._bind(key, timestamp, EVENT_TIME, timestamp, MIN_WATERMARK)
-            else:
-                ctx = self._bind(key, timestamp, PROCESSING_TIME, MIN_WATERMARK, timestamp)
-            self.function.on_timer(timestamp, ctx, self.output)
-            self._release(key)
+            self._on_timer(kind, timestamp, key)
 
     def fire_next(self, kind: int) -> None:
         """Fire the next timer of one kind (``EVENT_TIME`` or ``PROCESSING_TIME``), whatever
@@ -260,9 +255,11 @@ class KeyedProcessDriver:
             timer = self.timers.pop_due_event_time(MAX_TIMESTAMP)
         else:
             timer = self.timers.pop_due_processing_time(MAX_TIMESTAMP)
-        if timer is None:
-            return
-        timestamp, key, _ = timer
+        if timer is not None:
+            self._on_timer(kind, timer[0], timer[1])
+
+    def _on_timer(self, kind: int, timestamp: int, key: str) -> None:
+        """The function's ``on_timer`` for one popped timer, the key's clock raised to it."""
         if kind == EVENT_TIME:
             ctx = self._bind(key, timestamp, EVENT_TIME, timestamp, MIN_WATERMARK)
         else:

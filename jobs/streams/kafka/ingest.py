@@ -23,6 +23,7 @@ recorded as a quarantine row (``offsets_lost``) and counted, never skipped silen
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from jobs.progress import heartbeat
 from jobs.storage import Files
 from jobs.streams import Stream
 from jobs.streams.kafka.admin import partition_offsets
+from jobs.streams.kafka.values import jvm_event_columns, python_verdicts
 from jobs.streams.landing import (
     ARRIVAL_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -50,24 +52,19 @@ from jobs.streams.landing import (
 from jobs.streams.landing.batch import (
     _CLOCK_RANGE,
     BAD_INGEST_STAMP,
-    INVALID_UTF8,
     IngestRules,
     PartRead,
-    _filled,
     arrival_rows,
 )
 from jobs.streams.landing.log import Commit, IngestLog
 from jobs.streams.landing.parsing import (
     ParsedEvent,
     Rejection,
-    decode_record,
-    parse_line,
-    parse_record,
 )
 from operators.time import MIN_WATERMARK
 
-NULL_VALUE = "null_value"
 OFFSETS_LOST = "offsets_lost"
+_NO_CLOCK = np.iinfo(np.int64).min
 KAFKA_ARRIVAL_SCHEMA = pa.schema([*ARRIVAL_SCHEMA, pa.field("kafka_partition", pa.int32()),
                                   pa.field("kafka_offset", pa.int64()),
                                   pa.field("kafka_timestamp", pa.timestamp("us", tz="UTC"))])
@@ -309,9 +306,10 @@ class KafkaIngestor:
                  .option("endingOffsets", json.dumps(
                      {t: {p: span[1] for p, span in parts.items()}
                       for t, parts in by_topic.items()}))
-                 .options(**options).load()
-                 .select("topic", "partition", "offset",
-                         F.unix_millis("timestamp").alias("stamp"), "key", "value"))
+                 .options(**options).load())
+        frame = frame.select("topic", "partition", "offset",
+                             F.unix_millis("timestamp").alias("stamp"), "key",
+                             *self._value_columns(frame))
         try:
             table = frame.toArrow()
         except Exception as error:
@@ -325,99 +323,81 @@ class KafkaIngestor:
                 "was ingested; its plan is kept so that a restart reads exactly those offsets "
                 "(a batch cannot change once planned). Restore the topic's records, or start "
                 "the stream again from a new home") from None
+        table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                               ("offset", "ascending")])
         topics = table.column("topic").to_pylist()
         numbers = table.column("partition").to_numpy()
-        offsets = table.column("offset").to_numpy()
-        stamps = table.column("stamp").to_numpy()
-        keys = table.column("key").to_pylist()
-        values = table.column("value").to_pylist()
-        order = np.lexsort((offsets, numbers, np.array(topics, dtype=object).astype(str)))
-        groups: dict[tuple[str, int], list[int]] = {}
-        for i in order.tolist():
-            groups.setdefault((topics[i], int(numbers[i])), []).append(i)
-        for (topic, number), rows in sorted(groups.items()):
-            reads.append(self._part(plan, topic, number, [int(offsets[i]) for i in rows],
-                                    [int(stamps[i]) for i in rows], [keys[i] for i in rows],
-                                    [values[i] for i in rows]))
+        bounds = [0, *(i for i in range(1, len(topics))
+                       if topics[i] != topics[i - 1] or numbers[i] != numbers[i - 1]),
+                  len(topics)]
+        for begin, end in itertools.pairwise(bounds):
+            if begin < end:
+                reads.append(self._part(plan, topics[begin], int(numbers[begin]),
+                                        table.slice(begin, end - begin)))
         return reads
 
-    def _part(self, plan: KafkaPlan, topic: str, number: int, offsets: list[int],
-              stamps: list[int], keys: list[bytes | None],
-              values: list[bytes | None]) -> PartRead:
-        """One partition's records, parsed by the landing rules, the event key and time taken
-        where the stream says."""
-        read = PartRead(f"{topic}/{number}", f"{topic}-{number}", offsets, [], [], [],
-                        list(stamps))
-        texts: list[str | None] = []
-        for value in values:
-            if value is None:
-                texts.append(None)
-                continue
-            try:
-                texts.append(value.decode("utf-8"))
-            except UnicodeDecodeError:
-                texts.append(value)  # quarantined below
-        parsable = [t for t in texts if isinstance(t, str)]
-        verdicts = iter(self._parse(parsable, [k for k, t in zip(keys, texts, strict=True)
-                                               if isinstance(t, str)],
-                                    [s for s, t in zip(stamps, texts, strict=True)
-                                     if isinstance(t, str)]))
+    def _value_columns(self, frame) -> list:
+        """The value parsed in the JVM where it is a plain good event (jobs/streams/kafka/
+        values.py), the raw bytes of every other record for the landing rules in Python. A
+        punctuated watermark reads a field of its own, so its values are all read in Python."""
+        if self.rules.punctuation_field is not None:
+            return [F.lit(False).alias("jvm_event"), F.col("value").alias("raw")]
+        jvm = jvm_event_columns(frame["value"], frame["key"],
+                                F.unix_millis(frame["timestamp"]), self.rules.max_line_bytes,
+                                self.kafka.key == "record_key",
+                                self.kafka.event_time == "record_timestamp")
+        return [*(column.alias(name) for name, column in jvm.items()),
+                F.when(~jvm["jvm_event"], frame["value"]).alias("raw")]
+
+    def _part(self, plan: KafkaPlan, topic: str, number: int, part: pa.Table) -> PartRead:
+        """One partition's records in offset order: those the JVM parsed as they are, the
+        others by the landing rules (the event key and time taken where the stream says);
+        the ingest clock is the record's timestamp, kept non-decreasing."""
+        count = part.num_rows
+        stamps = part.column("stamp").to_numpy()
+        jvm = part.column("jvm_event").to_numpy(zero_copy_only=False)
+        verdicts: list[ParsedEvent | Rejection | None] = [None] * count
+        texts: list[str] = [""] * count
+        if jvm.any():
+            rows = np.flatnonzero(jvm).tolist()
+            keys = part.column("jvm_key").to_pylist()
+            times = part.column("jvm_time_ms").to_pylist()
+            values = part.column("jvm_value").to_pylist()
+            jvm_texts = part.column("jvm_text").to_pylist()
+            for i in rows:
+                key, event_time, value = keys[i], times[i], values[i]
+                verdicts[i] = ParsedEvent(key=key, event_time_ms=event_time, value=value,
+                                          fields={"key": key, "event_time": event_time,
+                                                  "value": value})
+                texts[i] = jvm_texts[i]
+        others = np.flatnonzero(~jvm).tolist()
+        if others:
+            raws = part.column("raw").to_pylist()
+            record_keys = part.column("key").to_pylist()
+            for i, (text, verdict) in zip(others, python_verdicts(
+                    [raws[i] for i in others], [record_keys[i] for i in others],
+                    [int(stamps[i]) for i in others], self.rules, self.kafka.key,
+                    self.kafka.event_time), strict=True):
+                texts[i], verdicts[i] = text, verdict
         limit = plan.planned_at_ms + self.rules.max_future_ms
-        clocks: list[int | None] = []
-        running = None
-        for text, stamp in zip(texts, stamps, strict=True):
-            if text is None:
-                verdict: ParsedEvent | Rejection = Rejection(
-                    NULL_VALUE, "the record has no value (a tombstone)")
-                read.texts.append("")
-            elif isinstance(text, bytes):
-                try:
-                    text.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    verdict = Rejection(INVALID_UTF8, str(error)[:200])
-                read.texts.append(text.decode("utf-8", errors="replace"))
-            else:
-                verdict = next(verdicts)
-                read.texts.append(text)
-            clock = stamp if _CLOCK_RANGE[0] <= stamp <= _CLOCK_RANGE[1] else None
-            if clock is not None and clock > limit:
-                if type(verdict) is ParsedEvent:
-                    verdict = Rejection(BAD_INGEST_STAMP,
-                                        f"the record's timestamp {clock} is more than "
+        trusted = (stamps >= _CLOCK_RANGE[0]) & (stamps <= _CLOCK_RANGE[1])
+        for i in np.flatnonzero(trusted & (stamps > limit)).tolist():
+            verdict = verdicts[i]
+            if type(verdict) is ParsedEvent:
+                verdicts[i] = Rejection(BAD_INGEST_STAMP,
+                                        f"the record's timestamp {int(stamps[i])} is more than "
                                         "max_future_ms after the wall clock when the batch "
                                         f"was planned ({plan.planned_at_ms})",
                                         verdict.event_time_ms)
-                clock = None
-            if clock is not None:  # non-decreasing in offset order
-                running = clock if running is None else max(running, clock)
-                clock = running
-            clocks.append(clock)
-            read.verdicts.append(verdict)
-        read.clocks = _filled(clocks, plan.planned_at_ms)
-        return read
-
-    def _parse(self, texts: list[str], keys: list[bytes | None],
-               stamps: list[int]) -> list[ParsedEvent | Rejection]:
-        """The landing rules; with ``key: record_key`` or ``event_time: record_timestamp``
-        the record's own key or timestamp stands in for the value's field."""
-        limit = self.rules.max_line_bytes
-        if self.kafka.key == "field" and self.kafka.event_time == "field":
-            return self.rules.parser.parse_many(texts)
-        verdicts = []
-        for text, key, stamp in zip(texts, keys, stamps, strict=True):
-            try:
-                record = decode_record(text)
-            except (ValueError, RecursionError):
-                record = None
-            if not isinstance(record, dict) or len(text.encode("utf-8", "surrogatepass")) > limit:
-                verdicts.append(parse_line(text, limit))  # its rejection, as for a landing line
-                continue
-            if self.kafka.key == "record_key":
-                record["key"] = None if key is None else key.decode("utf-8", errors="replace")
-            if self.kafka.event_time == "record_timestamp":
-                record["event_time"] = stamp
-            verdicts.append(parse_record(record))
-        return verdicts
+        used = trusted & (stamps <= limit)
+        # non-decreasing in offset order; a record without a usable stamp takes the previous
+        # record's clock, else the next one's, else the batch's planning time
+        running = np.maximum.accumulate(np.where(used, stamps, _NO_CLOCK))
+        first = int(stamps[used][0]) if used.any() else plan.planned_at_ms
+        clocks = np.where(running == _NO_CLOCK, first, running)
+        return PartRead(f"{topic}/{number}", f"{topic}-{number}",
+                        part.column("offset").to_pylist(), texts, clocks.tolist(),
+                        verdicts, stamps.tolist())  # type: ignore[arg-type]
 
     def _gap(self, plan: KafkaPlan, name: str, span: list[int]) -> PartRead:
         topic, number = _split(name)

@@ -41,7 +41,7 @@ from jobs.progress import heartbeat
 from jobs.storage import Files
 from jobs.streams import Stream
 from jobs.streams.kafka.admin import partition_offsets
-from jobs.streams.kafka.values import jvm_event_columns, python_verdicts
+from jobs.streams.kafka.values import python_verdicts, with_jvm_events
 from jobs.streams.landing import (
     ARRIVAL_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -307,9 +307,8 @@ class KafkaIngestor:
                      {t: {p: span[1] for p, span in parts.items()}
                       for t, parts in by_topic.items()}))
                  .options(**options).load())
-        frame = frame.select("topic", "partition", "offset",
-                             F.unix_millis("timestamp").alias("stamp"), "key",
-                             *self._value_columns(frame))
+        frame = self._parsed(frame.select("topic", "partition", "offset", "key", "value",
+                                          F.unix_millis("timestamp").alias("stamp")))
         try:
             table = frame.toArrow()
         except Exception as error:
@@ -336,18 +335,15 @@ class KafkaIngestor:
                                         table.slice(begin, end - begin)))
         return reads
 
-    def _value_columns(self, frame) -> list:
-        """The value parsed in the JVM where it is a plain good event (jobs/streams/kafka/
+    def _parsed(self, frame):
+        """The values parsed in the JVM where they are plain good events (jobs/streams/kafka/
         values.py), the raw bytes of every other record for the landing rules in Python. A
         punctuated watermark reads a field of its own, so its values are all read in Python."""
         if self.rules.punctuation_field is not None:
-            return [F.lit(False).alias("jvm_event"), F.col("value").alias("raw")]
-        jvm = jvm_event_columns(frame["value"], frame["key"],
-                                F.unix_millis(frame["timestamp"]), self.rules.max_line_bytes,
-                                self.kafka.key == "record_key",
-                                self.kafka.event_time == "record_timestamp")
-        return [*(column.alias(name) for name, column in jvm.items()),
-                F.when(~jvm["jvm_event"], frame["value"]).alias("raw")]
+            return frame.select("topic", "partition", "offset", "key", "stamp",
+                                F.lit(False).alias("jvm_event"), F.col("value").alias("raw"))
+        return with_jvm_events(frame, self.rules.max_line_bytes, self.kafka.key == "record_key",
+                               self.kafka.event_time == "record_timestamp")
 
     def _part(self, plan: KafkaPlan, topic: str, number: int, part: pa.Table) -> PartRead:
         """One partition's records in offset order: those the JVM parsed as they are, the

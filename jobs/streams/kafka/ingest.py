@@ -298,6 +298,10 @@ class KafkaIngestor:
         options = {f"kafka.{k}": v for k, v in self.kafka.client_settings().items()}
         frame = (self.spark.read.format("kafka")
                  .option("kafka.bootstrap.servers", self.kafka.servers())
+                 # a stable group id lets each executor reuse its consumers from one batch to
+                 # the next (Spark's pool is keyed by it); records are read by assignment,
+                 # so the group never rebalances, and no offset is committed to it
+                 .option("kafka.group.id", f"eventtime-ingest-{self.stream.name}")
                  .option("assign", json.dumps({t: sorted(int(p) for p in parts)
                                                for t, parts in by_topic.items()}))
                  .option("startingOffsets", json.dumps(

@@ -206,11 +206,12 @@ class Run:
         if end <= begin:
             return
         self.steady_rate = (at(processed, end) - at(processed, begin)) / (end - begin)
-        backlog = [(t, at(landed, t) - n) for t, n in processed if begin <= t <= end]
-        if len(backlog) >= 2:
-            times = np.array([t for t, _ in backlog])
-            values = np.array([b for _, b in backlog], dtype=float)
-            self.backlog_growth = float(np.polyfit(times - times[0], values, 1)[0])
+        # sampled every second, not at the commits: an engine far behind commits a few long
+        # batches, and with fewer than two commits in the period the fit had nothing to fit
+        # (it printed +0 for a stream tens of seconds behind)
+        times = np.linspace(begin, end, max(2, int(end - begin) + 1))
+        values = np.array([at(landed, t) - at(processed, t) for t in times], dtype=float)
+        self.backlog_growth = float(np.polyfit(times - times[0], values, 1)[0])
 
     def rollout_line(self) -> str:
         during = np.percentile(self.rollout_latencies, [50, 99]) if self.rollout_latencies \

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from jobs import storage, tables
 from jobs.errors import SettingsError
@@ -62,6 +69,10 @@ class KafkaSettings(BaseModel):
     accept_data_loss: bool = False
     """Offsets that retention deleted before they were read: stop (``false``), or record the
     gap (one quarantine row per partition and gap, counted) and go on."""
+    max_records_per_batch: PositiveInt = 500_000
+    """At most this many records per ingest batch, shared among the partitions that have some
+    (as Spark's ``maxOffsetsPerTrigger``): a stream far behind its topic catches up in batches
+    of bounded size instead of reading the whole backlog into one."""
 
     @field_validator("topics", mode="before")
     @classmethod
@@ -273,5 +284,10 @@ def ingestor(spark, stream: Stream, progress=print, patient: bool = False):
 
 
 def ingest(spark, stream: Stream, progress=print):
-    """One ingest batch of the stream (what is new since the last one)."""
-    return ingestor(spark, stream, progress).run_once()
+    """What is new in the stream since the last ingest: one batch of a landing folder; as
+    many batches as a Kafka topic needs to catch up (``max_records_per_batch`` each), their
+    report as one."""
+    reader = ingestor(spark, stream, progress)
+    if stream.spec.kind == "kafka":
+        return reader.run_until_caught_up()
+    return reader.run_once()

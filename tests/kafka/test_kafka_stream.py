@@ -26,9 +26,10 @@ from deltalake import DeltaTable
 
 from jobs.backfill import run_backfill
 from jobs.settings import PlatformSettings
+from jobs.storage import Files
 from jobs.streams import ingest
 from jobs.streams.kafka.broker import create_topics, running_broker
-from jobs.streams.kafka.ingest import KafkaDataLossError
+from jobs.streams.kafka.ingest import KafkaDataLossError, KafkaIngestLog
 from tests.platform_home import PER_MINUTE, write_pipelines
 
 pytestmark = pytest.mark.spark
@@ -123,6 +124,27 @@ def test_every_offset_lands_once_good_in_the_log_bad_in_quarantine(spark, broker
         frame = frame.sort_values("arrival_seq")
         assert list(frame.kafka_offset) == sorted(frame.kafka_offset), partition
         assert set(frame.source_partition) == {f"every-offset-{partition}"}
+
+
+def test_a_backlog_is_ingested_in_batches_of_bounded_size(spark, broker, tmp_path):
+    """``max_records_per_batch: 10`` over 25 records in two partitions: one ``ingest`` takes
+    them all, in batches of at most ten records (five per partition), reported as one; the
+    log holds every offset once, in each partition's order."""
+    env = _home(tmp_path, broker, "backlog", 2, max_records_per_batch=10)
+    stream = _stream(env)
+    _produce(broker, "backlog", [(i % 2, _line(f"user-{i % 3}", START + i * 1000),
+                                  START + i * 1000, None) for i in range(25)])
+    report = ingest(spark, stream, **QUIET)
+    assert (report.records, report.quarantined) == (25, 0)
+    log = KafkaIngestLog(Files(spark), stream.folder)
+    batches = log.batch_ids(log.commits_folder)
+    assert len(batches) == 3  # 10, 10, then the last 5
+    assert all(log.plan(b).records <= 10 for b in batches)
+    frame = _table(stream, "arrival_log")
+    assert sorted(zip(frame.kafka_partition, frame.kafka_offset, strict=True)) == \
+        sorted((p, o) for p in (0, 1) for o in range(13 if p == 0 else 12))
+    assert sorted(frame.arrival_seq) == list(range(25))
+    assert ingest(spark, stream, **QUIET).batch_id is None
 
 
 def test_a_lagging_partition_is_not_late_because_of_the_others(spark, broker, tmp_path):

@@ -27,7 +27,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,8 @@ class KafkaIngestor:
         self.rules = IngestRules("wall", settings.max_future_ms, settings.max_past_ms,
                                  settings.max_line_bytes, stream.watermark)
         self.plans: dict[int, KafkaPlan] = {}
+        self._capped = False
+        """Whether the last planned batch left records of the topics for the next one."""
         self.commits: dict[int, Commit] = {}
         check_stream_mark(stream, remember=True)
 
@@ -173,6 +175,7 @@ class KafkaIngestor:
         self._refresh()
         pending = sorted(set(self.plans) - set(self.commits))
         if pending:
+            self._capped = True  # records may have come after it: plan again once it is done
             return self.plans[pending[0]], True
         positions = self._positions()
         ranges: dict[str, list[int]] = {}
@@ -180,6 +183,8 @@ class KafkaIngestor:
         lost = []
         known = partition_offsets(self.kafka.servers(), self.kafka.client_settings(),
                                   self.kafka.topics)
+        waiting = sum(1 for part in known if part.high > positions.get(part.name, part.low))
+        share = -(-self.kafka.max_records_per_batch // max(1, waiting))  # rounded up
         for part in known:
             start = positions.get(part.name)
             if start is None:
@@ -189,13 +194,15 @@ class KafkaIngestor:
                 gaps[part.name] = [start, part.low]
                 start = part.low
             if part.high > start:
-                ranges[part.name] = [start, part.high]
+                ranges[part.name] = [start, min(part.high, start + share)]
         if lost and not self.kafka.accept_data_loss:
             raise KafkaDataLossError(
                 f"stream {self.stream.name}: retention deleted records before ingest read "
                 f"them: {'; '.join(lost)}. Nothing was ingested; to go on past the gap and "
                 "record it, set kafka.accept_data_loss: true in "
                 f"{self.stream.path}")
+        self._capped = any(part.name in ranges and ranges[part.name][1] < part.high
+                           for part in known)
         if not ranges and not gaps:
             return None, False
         batch_id = max(self.plans) + 1 if self.plans else 0
@@ -237,6 +244,21 @@ class KafkaIngestor:
             return IngestReport(batch_id=None, stream=self.stream.name)
         self._said_waiting = 0.0
         return report
+
+    def run_until_caught_up(self) -> IngestReport:
+        """Batches until the topics hold nothing more than the last one took (a backlog
+        larger than ``max_records_per_batch`` takes several), reported as one."""
+        reports = []
+        while True:
+            report = self.run_once()
+            if report.batch_id is None:
+                break
+            reports.append(report)
+            if not self._capped:
+                break
+        if not reports:
+            return report
+        return _merged(reports)
 
     def _run_once(self) -> IngestReport:
         started = time.monotonic()
@@ -436,6 +458,23 @@ class KafkaIngestor:
             location = self.stream.table_path(name)
             if data.num_rows or not fast_writes.table_exists(location):
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
+
+
+def _merged(reports: list[IngestReport]) -> IngestReport:
+    """Consecutive batches' reports as one: the counts added, the last watermark."""
+    reasons: dict[str, int] = {}
+    timings: dict[str, float] = {}
+    for report in reports:
+        for reason, count in report.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+        for name, seconds in report.timings.items():
+            timings[name] = timings.get(name, 0.0) + seconds
+    last = reports[-1]
+    return replace(last, files=max(r.files for r in reports),
+                   records=sum(r.records for r in reports),
+                   quarantined=sum(r.quarantined for r in reports), reasons=reasons,
+                   resumed=any(r.resumed for r in reports), first_seq=reports[0].first_seq,
+                   seconds=sum(r.seconds for r in reports), timings=timings)
 
 
 def _broker_gone(error: BaseException) -> bool:

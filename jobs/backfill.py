@@ -24,6 +24,7 @@ from jobs.days import could_reach
 from jobs.delta_io import read_table_or_none, replace_range, rows_written
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
+from jobs.table_stats import column_ranges
 from jobs.windows import compute_windows
 
 
@@ -111,8 +112,14 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
         # version at each action, so two actions of one pass could see two logs
         version = DeltaTable.forPath(spark, log_path).history(1).select("version").first()[0]
         arrivals = spark.read.format("delta").option("versionAsOf", version).load(log_path)
-        seen = arrivals.agg(F.max("arrival_seq")).first()[0]
-        report = _backfill_pass(spark, pipeline, arrivals, first_day, last_day, progress)
+        # the bounds the pass needs, from the snapshot's file statistics (no Spark job; a
+        # Spark job when a file has none)
+        ranges = column_ranges(log_path, ("arrival_seq", "watermark_ms", "event_time_ms"),
+                               version)
+        seen = ranges["arrival_seq"][1] if ranges else \
+            arrivals.agg(F.max("arrival_seq")).first()[0]
+        report = _backfill_pass(spark, pipeline, arrivals, first_day, last_day, progress,
+                                ranges)
         report.passes = attempt
         newer = spark.read.format("delta").load(log_path).where(
             F.col("arrival_seq") > F.lit(-1 if seen is None else seen))
@@ -147,10 +154,11 @@ def _concurrently(write: Callable[[str, DataFrame], int],
 
 def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
                    first_day: str | None, last_day: str | None,
-                   progress: Callable[[str], None]) -> BackfillReport:
+                   progress: Callable[[str], None],
+                   ranges: dict[str, tuple] | None = None) -> BackfillReport:
     quarantine = read_table_or_none(spark, pipeline.table_path(tables.QUARANTINE))
     outputs = compute_windows(arrivals, quarantine, pipeline.spec, pipeline.time_zone,
-                              first_day, last_day)
+                              first_day, last_day, ranges)
     progress(f"{pipeline.name}: computing partitions {outputs.first_day} .. {outputs.last_day}")
     # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
     # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)

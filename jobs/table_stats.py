@@ -30,16 +30,7 @@ def file_bounds(table_path: str, column: str) -> list[tuple] | None:
         return []
     if f"min.{column}" not in actions.column_names:
         return None if actions.num_rows else []
-    bounds = []
-    for records, low, high in zip(actions.column("num_records").to_pylist(),
-                                  actions.column(f"min.{column}").to_pylist(),
-                                  actions.column(f"max.{column}").to_pylist(), strict=True):
-        if records == 0:
-            continue
-        if records is None or low is None or high is None:
-            return None
-        bounds.append((low, high))
-    return bounds
+    return _bounds(actions, column)
 
 
 def partition_values(table_path: str, column: str) -> set | None:
@@ -66,12 +57,43 @@ def row_count(table_path: str) -> int | None:
     return int(sum(n or 0 for n in actions.column("num_records").to_pylist()))
 
 
-def _actions(table_path: str) -> pa.Table | None:
+def column_ranges(table_path: str, columns: tuple[str, ...],
+                  version: int | None = None) -> dict[str, tuple] | None:
+    """``{column: (min, max)}`` over the live files of the table (at ``version``), or ``None``
+    when it has no rows or a file lacks statistics for one of them (then ask Spark)."""
+    actions = _actions(table_path, version)
+    if actions is None or not actions.num_rows:
+        return None
+    ranges = {}
+    for column in columns:
+        bounds = _bounds(actions, column)
+        if not bounds:
+            return None
+        ranges[column] = (min(low for low, _ in bounds), max(high for _, high in bounds))
+    return ranges
+
+
+def _bounds(actions: pa.Table, column: str) -> list[tuple] | None:
+    if f"min.{column}" not in actions.column_names:
+        return None
+    bounds = []
+    for records, low, high in zip(actions.column("num_records").to_pylist(),
+                                  actions.column(f"min.{column}").to_pylist(),
+                                  actions.column(f"max.{column}").to_pylist(), strict=True):
+        if records == 0:
+            continue
+        if records is None or low is None or high is None:
+            return None
+        bounds.append((low, high))
+    return bounds
+
+
+def _actions(table_path: str, version: int | None = None) -> pa.Table | None:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
     try:
-        table = DeltaTable(delta_uri(table_path))
+        table = DeltaTable(delta_uri(table_path), version=version)
     except (TableNotFoundError, DeltaError, FileNotFoundError, OSError):
         return None
     return pa.table(table.get_add_actions(flatten=True))

@@ -24,8 +24,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.days import could_reach, window_end_date
+from jobs.days import could_reach, day_of, window_end_date
 from jobs.window_tables import WindowOutputs, day_metrics
+from operators.build import build_assigner
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import AggregateSpec, PipelineSpec, WindowSpec
 from operators.time import MIN_WATERMARK
@@ -113,6 +114,27 @@ def pane_fields(on_time: Column, late: Column, max_ts: Column, log_end: Column,
     }
 
 
+def log_column_ranges(arrivals: DataFrame) -> dict[str, tuple]:
+    """``(min, max)`` of the log's ``watermark_ms`` and ``event_time_ms``, in one Spark job."""
+    row = arrivals.agg(F.min("watermark_ms"), F.max("watermark_ms"), F.min("event_time_ms"),
+                       F.max("event_time_ms")).first()
+    return {"watermark_ms": (row[0], row[1]), "event_time_ms": (row[2], row[3])}
+
+
+def end_days(event_range: tuple, window: WindowSpec, time_zone: str) -> tuple[str, str]:
+    """The first and last day of window end over records with event times in ``event_range``
+    (``1970-01-01`` for an empty log). A record's earliest and latest window end grow with its
+    event time, so the log's earliest and latest event times bound them all."""
+    low, high = event_range
+    if low is None or high is None:
+        return "1970-01-01", "1970-01-01"
+    assigner = build_assigner(window)
+    first_end = min(w.end for w in assigner.assign(int(low), None))
+    last_end = max(w.end for w in assigner.assign(int(high), None))
+    return (day_of(first_end - 1, time_zone).isoformat(),
+            day_of(last_end - 1, time_zone).isoformat())
+
+
 def standard_day_metrics(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,
                          time_zone: str, first_day: str, last_day: str) -> DataFrame:
     """The late-data metrics of ``[first_day, last_day]`` alone: what
@@ -126,19 +148,22 @@ def standard_day_metrics(arrivals: DataFrame, quarantine: DataFrame | None, spec
 
 def compute_standard_windows(arrivals: DataFrame, quarantine: DataFrame | None,
                              spec: PipelineSpec, time_zone: str = "UTC",
-                             first_day: str | None = None,
-                             last_day: str | None = None) -> WindowOutputs:
+                             first_day: str | None = None, last_day: str | None = None,
+                             log_ranges: dict[str, tuple] | None = None) -> WindowOutputs:
     """Results (latest pane per key and window), late records and metrics for the windows
-    whose end day is within ``[first_day, last_day]`` (all days when omitted)."""
+    whose end day is within ``[first_day, last_day]`` (all days when omitted).
+    ``log_ranges``: ``(min, max)`` of the log's ``watermark_ms`` and ``event_time_ms`` when the
+    caller has them (from Delta's file statistics: no Spark job to find them)."""
     lateness = spec.allowed_lateness_ms
-    log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]  # the whole log's end
+    if log_ranges is None:
+        log_ranges = log_column_ranges(arrivals)
+    log_watermark = log_ranges["watermark_ms"][1]  # the whole log's end
     if first_day is not None and last_day is not None:
         arrivals = arrivals.where(could_reach(first_day, last_day, spec.window))
     assigned = classify(arrivals, spec, time_zone)
     if first_day is None or last_day is None:
-        bounds = assigned.agg(F.min("window_end_date"), F.max("window_end_date")).first()
-        first_day = first_day or (str(bounds[0]) if bounds[0] else "1970-01-01")
-        last_day = last_day or (str(bounds[1]) if bounds[1] else "1970-01-01")
+        first, last = end_days(log_ranges["event_time_ms"], spec.window, time_zone)
+        first_day, last_day = first_day or first, last_day or last
     assigned = assigned.where(F.col("window_end_date").between(first_day, last_day))
 
     late = (assigned.where(F.col("_class") == DROPPED)

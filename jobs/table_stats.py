@@ -18,8 +18,8 @@ from jobs.fast_writes import delta_uri
 def max_column_value(table_path: str, column: str) -> int | float | None:
     """``max(column)`` over the table's live files, or ``None`` (no table, no rows, or a file
     without statistics)."""
-    bounds = file_bounds(table_path, column)
-    return max(high for _, high in bounds) if bounds else None
+    ranges = column_ranges(table_path, (column,))
+    return ranges[column][1] if ranges else None
 
 
 def file_bounds(table_path: str, column: str) -> list[tuple] | None:

@@ -350,15 +350,16 @@ class KafkaIngestor:
                 "the stream again from a new home") from None
         table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
                                ("offset", "ascending")])
-        topics = table.column("topic").to_pylist()
-        numbers = table.column("partition").to_numpy()
-        bounds = [0, *(i for i in range(1, len(topics))
-                       if topics[i] != topics[i - 1] or numbers[i] != numbers[i - 1]),
-                  len(topics)]
+        # where (topic, partition) changes in the sorted rows: one part per partition
+        topics = table.column("topic").combine_chunks().dictionary_encode()
+        codes = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        numbers = table.column("partition").to_numpy().astype(np.int64)
+        changes = np.flatnonzero((np.diff(codes) != 0) | (np.diff(numbers) != 0)) + 1
+        bounds = [0, *changes.tolist(), table.num_rows]
         for begin, end in itertools.pairwise(bounds):
             if begin < end:
-                reads.append(self._part(plan, topics[begin], int(numbers[begin]),
-                                        table.slice(begin, end - begin)))
+                reads.append(self._part(plan, topics.dictionary[codes[begin]].as_py(),
+                                        int(numbers[begin]), table.slice(begin, end - begin)))
         return reads
 
     def _parsed(self, frame):
@@ -392,13 +393,12 @@ class KafkaIngestor:
                                           fields={"key": key, "event_time": event_time,
                                                   "value": value})
                 texts[i] = jvm_texts[i]
-        others = np.flatnonzero(~jvm).tolist()
-        if others:
-            raws = part.column("raw").to_pylist()
-            record_keys = part.column("key").to_pylist()
-            for i, (text, verdict) in zip(others, python_verdicts(
-                    [raws[i] for i in others], [record_keys[i] for i in others],
-                    [int(stamps[i]) for i in others], self.rules, self.kafka.key,
+        others = np.flatnonzero(~jvm)
+        if len(others):  # only these rows' values and keys come to Python
+            for i, (text, verdict) in zip(others.tolist(), python_verdicts(
+                    part.column("raw").take(others).to_pylist(),
+                    part.column("key").take(others).to_pylist(),
+                    stamps[others].tolist(), self.rules, self.kafka.key,
                     self.kafka.event_time), strict=True):
                 texts[i], verdicts[i] = text, verdict
         limit = plan.planned_at_ms + self.rules.max_future_ms

@@ -87,14 +87,13 @@ def with_jvm_events(frame: DataFrame, max_bytes: int, key_from_record: bool,
     value = F.variant_get(variant, "$.value", "variant")
     fields = parsed.select(
         "*", key.alias("_key"), key_type.alias("_key_type"), event_time.alias("_time"),
-        time_type.alias("_time_type"), value.isNull().alias("_no_value"),
-        F.schema_of_variant(value).alias("_value_type"),
+        time_type.alias("_time_type"), F.schema_of_variant(value).alias("_value_type"),
         F.try_variant_get(variant, "$.value", "decimal(38,9)").alias("_number"))
     value_type = F.col("_value_type")
     # absent (SQL NULL), JSON null (VOID), or an integer or decimal as written (a literal
     # with an exponent, or too long for a decimal, is a double, which Python reads exactly)
     # that DECIMAL(38, 9) holds once rounded half up, as Python's rule rounds it
-    value_ok = F.col("_no_value") | (value_type == "VOID") | (
+    value_ok = value_type.isNull() | (value_type == "VOID") | (
         ((value_type == "BIGINT") | value_type.startswith("DECIMAL("))
         & F.col("_number").isNotNull())
     event = (variant.isNotNull() & F.col("_key").isNotNull()

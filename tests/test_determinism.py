@@ -191,3 +191,33 @@ def test_the_tables_equal_the_operator_library_replaying_the_log(spark, source, 
         assert results_of(frames[tables.WINDOW_RESULTS], pipeline.spec) == expected.latest
         assert late_of(frames[tables.LATE_RECORDS]) == expected.late
         assert metric_totals(frames[tables.LATE_DATA_METRICS]) == expected.metrics
+
+
+FIELDS = """
+source: events
+window: {type: sliding, size: 10m, slide: 5m}
+allowed_lateness: 2m
+aggregates:
+  - {name: events, fn: count}
+  - {name: with_value, fn: count, field: value}
+  - {name: received_sum, fn: sum, field: received_at}
+  - {name: received_max, fn: max, field: received_at}
+  - {name: value_min, fn: min, field: value}
+  - {name: value_mean, fn: mean, field: value}
+"""
+"""Standard windows aggregating a payload field and counting a field's presence: their input
+columns reach the live engine under names of their own."""
+
+
+def test_standard_windows_over_payload_fields_live_equal_the_backfill(spark, source, tmp_path):
+    """The live engine of standard windows reads the fields Spark extracted for it (the
+    payload itself does not travel to it), and its rows equal the backfill's, which reads the
+    same fields its own way."""
+    backfill = _copy_of(source, tmp_path / "backfill", {"fields": FIELDS})
+    pipeline = backfill.platform.pipelines["fields"]
+    run_backfill(spark, pipeline, **QUIET)
+    expected = output_tables(spark, pipeline)
+    assert expected[tables.WINDOW_RESULTS].agg_received_sum.notna().any()
+    live = _copy_of(source, tmp_path / "live", {"fields": FIELDS})
+    run_live(spark, events(live), max_files_per_trigger=2, **QUIET)
+    assert_same(expected, output_tables(spark, live.platform.pipelines["fields"]))

@@ -41,6 +41,7 @@ from jobs.progress import heartbeat
 from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
+from jobs.runtime.packing import PACKED_WATERMARK, pack_by_bucket
 from jobs.settings import SettingsError
 from jobs.streams import Stream
 from jobs.windows.vectorised import field_column
@@ -157,11 +158,13 @@ def plan_runs(stream: Stream, pipelines: list[Pipeline] | None, buckets: int,
 
 
 def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
-    """The arrival log's columns the engines read, the payload fields the standard windows
-    aggregate as exact decimals (Spark parses them, not Python), the bucket, and Spark's
-    event time."""
-    columns = [F.col(c) for c in INPUT_COLUMNS]
-    seen = set(INPUT_COLUMNS)
+    """The arrival log's columns the engines read (the payload only where an engine other
+    than the standard windows' reads it), the payload fields the standard windows aggregate as
+    exact decimals (Spark parses them, not Python), packed by bucket
+    (jobs/runtime/packing.py), with Spark's event time."""
+    columns = {name: F.col(name) for name in INPUT_COLUMNS}
+    if all(spec.is_standard_window for spec in specs):
+        del columns["payload"]
     for spec in specs:
         if not spec.is_standard_window:
             continue
@@ -169,17 +172,17 @@ def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -
 
         for aggregate in spec.aggregates:
             name = field_input(aggregate)
-            if name is None or name in seen:
+            if name is None or name in columns:
                 continue
-            seen.add(name)
             if name.startswith("_present_"):
                 present = F.col("value").isNotNull() if aggregate.field == "value" else \
                     F.get_json_object("payload", f"$.{aggregate.field}").isNotNull()
-                columns.append(present.alias(name))
+                columns[name] = present.alias(name)
             else:
-                columns.append(field_column(aggregate.field).alias(name))
-    return with_event_time(arrivals.select(*columns).withColumn(BUCKET_COLUMN,
-                                                                bucket_column(buckets)))
+                columns[name] = field_column(aggregate.field).alias(name)
+    records = arrivals.select(*columns.values()).withColumn(BUCKET_COLUMN,
+                                                            bucket_column(buckets))
+    return with_event_time(pack_by_bucket(records, BUCKET_COLUMN), PACKED_WATERMARK)
 
 
 def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None,
@@ -235,7 +238,7 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
             .groupBy(BUCKET_COLUMN)
             .transformWithStateInPandas(
                 statefulProcessor=BucketProcessor(
-                    lambda: PipelineEngines(keys, specs, source)),
+                    lambda: PipelineEngines(keys, specs, source), packed=True),
                 outputStructType=stream_output_schema(specs),
                 outputMode="Append", timeMode="EventTime"))
     names = [p.name for p in pipelines]

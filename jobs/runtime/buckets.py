@@ -71,18 +71,21 @@ def bucket_column(buckets: int, key: str = "key") -> Column:
     return F.pmod(F.xxhash64(F.col(key)), F.lit(buckets)).cast("int")
 
 
-def with_event_time(arrivals: DataFrame) -> DataFrame:
-    """The input's event-time column for Spark's watermark (see the module docstring)."""
+def with_event_time(arrivals: DataFrame, watermark: str = "watermark_ms") -> DataFrame:
+    """The input's event-time column for Spark's watermark (see the module docstring), from
+    the recorded watermark (``watermark``: its column)."""
     return (arrivals.withColumn("_watermark",
-                                F.timestamp_millis(F.greatest("watermark_ms", F.lit(1))))
+                                F.timestamp_millis(F.greatest(watermark, F.lit(1))))
             .withWatermark("_watermark", SPARK_DELAY))
 
 
 class BucketProcessor(StatefulProcessor):
-    """Runs an engine per bucket and call; keeps its blob and its one timer in Spark."""
+    """Runs an engine per bucket and call; keeps its blob and its one timer in Spark.
+    ``packed``: the input rows are packs of records (jobs/runtime/packing.py)."""
 
-    def __init__(self, make_engine: Callable[[], BucketEngine]) -> None:
+    def __init__(self, make_engine: Callable[[], BucketEngine], packed: bool = False) -> None:
         self.make_engine = make_engine
+        self.packed = packed
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -116,6 +119,10 @@ class BucketProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:  # noqa: N802
         chunks = list(rows)
         frame = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+        if self.packed:
+            from jobs.runtime.packing import unpack
+
+            frame = unpack(frame)
         timer = self._load()
         yield from self._save(timer, self.engine.process(frame))
 

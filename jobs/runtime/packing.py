@@ -1,0 +1,86 @@
+"""Records reach the stateful stage packed: one Arrow blob per bucket and input partition.
+
+PySpark's ``transformWithStateInPandas`` hands a grouping key's rows to Python one at a time:
+its serializer converts each Arrow batch to pandas, walks it row by row (``itertuples``) to
+find where a key's rows end, and builds a new frame from the row tuples. Profiled at 80,000
+events/s (benchmarks/RESULTS.md), that walk took about two thirds of the Python workers' time
+and the engines themselves a fifth. So before the shuffle a stateless ``mapInArrow`` packs each
+input partition's records by bucket into Arrow IPC bytes, one row per bucket: the stateful
+stage gets tens of rows per micro-batch instead of hundreds of thousands, and the processor
+unpacks them as columns (:func:`unpack`).
+
+Nothing a pipeline computes changes: an engine gets its bucket's records of the micro-batch,
+in any order, as before. A packed row carries the largest recorded watermark of its records as
+its event time, and Spark's watermark is the largest over the rows, so it is the same as over
+the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+PACKED_COLUMN = "packed_records"
+"""Arrow IPC stream bytes of a bucket's records. (No leading underscore: PySpark's serializer
+passes rows through named tuples, which rename such fields.)"""
+PACKED_WATERMARK = "packed_watermark_ms"
+"""The largest recorded watermark of a packed row's records."""
+MAX_ROWS_PER_PACK = 1_000_000
+"""Records gathered before a partition's packs are cut (bounds the Python worker's memory)."""
+
+
+def pack_by_bucket(frame: DataFrame, bucket: str, watermark: str = "watermark_ms"
+                   ) -> DataFrame:
+    """``frame``'s records as one row per ``bucket`` and input partition:
+    ``(bucket, packed_watermark_ms, packed_records)``."""
+    schema = f"{bucket} int, {PACKED_WATERMARK} bigint, {PACKED_COLUMN} binary"
+
+    def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in batches:
+            if batch.num_rows:
+                pending.append(batch)
+                rows += batch.num_rows
+            if rows >= MAX_ROWS_PER_PACK:
+                yield packed(pending, bucket, watermark)
+                pending, rows = [], 0
+        if pending:
+            yield packed(pending, bucket, watermark)
+
+    return frame.mapInArrow(pack, schema)
+
+
+def packed(batches: Sequence[pa.RecordBatch], bucket: str, watermark: str) -> pa.RecordBatch:
+    """One row per bucket of ``batches``: the bucket, its records' largest ``watermark`` and
+    the records (without the bucket) as Arrow IPC bytes."""
+    table = pa.Table.from_batches(batches).combine_chunks()
+    buckets = table.column(bucket).to_numpy()
+    order = np.argsort(buckets, kind="stable")
+    sorted_buckets = buckets[order]
+    starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    records = table.drop_columns([bucket]).take(pa.array(order))
+    watermarks = np.maximum.reduceat(records.column(watermark).to_numpy(), starts)
+    sink = pa.BufferOutputStream()  # the packs end to end, one binary array over them
+    offsets = [0]
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        with pa.ipc.new_stream(sink, records.schema) as writer:
+            writer.write_table(records.slice(start, end - start))
+        offsets.append(sink.tell())
+    blobs = pa.Array.from_buffers(pa.large_binary(), len(starts),
+                                  [None, pa.py_buffer(np.array(offsets, dtype=np.int64)),
+                                   sink.getvalue()]).cast(pa.binary())
+    return pa.record_batch({bucket: pa.array(sorted_buckets[starts], pa.int32()),
+                            PACKED_WATERMARK: pa.array(watermarks, pa.int64()),
+                            PACKED_COLUMN: blobs})
+
+
+def unpack(frame: pd.DataFrame) -> pd.DataFrame:
+    """The records of a bucket's packed rows, as one frame."""
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in frame[PACKED_COLUMN]]
+    return pa.concat_tables(tables).to_pandas()

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from jobs import fast_writes, storage, tables
 from jobs.checks import check_stream_mark
+from jobs.gc_pause import cycle_collector_paused
 from jobs.progress import heartbeat
 from jobs.session import shipping
 from jobs.storage import Files
@@ -333,7 +334,8 @@ class Ingestor:
                 commit, phases = self._run_on_spark(plan)
                 append_started = parse_started
             else:
-                rows = batch_rows(self.landing, plan, self.rules)
+                with cycle_collector_paused():
+                    rows = batch_rows(self.landing, plan, self.rules)
                 append_started = time.monotonic()
                 self._append(plan, rows)
                 commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,

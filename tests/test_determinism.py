@@ -217,7 +217,7 @@ def test_standard_windows_over_payload_fields_live_equal_the_backfill(spark, sou
     pipeline = backfill.platform.pipelines["fields"]
     run_backfill(spark, pipeline, **QUIET)
     expected = output_tables(spark, pipeline)
-    assert expected[tables.WINDOW_RESULTS].agg_received_sum.notna().any()
+    assert expected[tables.WINDOW_RESULTS].received_sum.notna().any()
     live = _copy_of(source, tmp_path / "live", {"fields": FIELDS})
     run_live(spark, events(live), max_files_per_trigger=2, **QUIET)
     assert_same(expected, output_tables(spark, live.platform.pipelines["fields"]))

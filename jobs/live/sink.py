@@ -341,6 +341,7 @@ class PipelineSink:
                 self.on_flush(pending)
             return pending
         rows = self._batch_metrics(pending)
+        per_batch = time.monotonic() - started
         with_records = [s for s in pending if s["records"]]
         if with_records:
             self._refresh_day_metrics(min(s["first_ms"] for s in with_records),
@@ -353,7 +354,8 @@ class PipelineSink:
         days = f" and days {self.days[0]} .. {self.days[1]}" if self.days else ""
         self.progress(f"live {self.label}: late-data metrics of {len(pending)} "
                       f"batches{days} written "
-                      f"({self.flush_seconds:.1f} s)")
+                      f"({self.flush_seconds:.1f} s: per batch {per_batch:.1f} s, per day "
+                      f"{self.flush_seconds - per_batch:.1f} s)")
         if self.on_flush is not None:
             self.on_flush(flushed)
         return flushed

@@ -23,7 +23,9 @@ seconds (every batch when the interval is 0) and when the stream stops:
 
 - per micro-batch: one row per batch (its arrival range, panes, late rows, the lateness of the
   records it consumed, the quarantined lines of the ingest batches it finished), computed for
-  all the batches since the last flush in one job, appended unless already there. Each batch's
+  all the batches since the last flush at once (for standard windows from the batches'
+  records in the arrival log with numpy, jobs/live/batch_lateness.py; for the others from
+  their window assignments, one Spark job), appended unless already there. Each batch's
   summary is kept in a small file in the checkpoint until it is flushed, so a crash between two
   flushes loses none;
 - per day: the days the batches touched, recomputed as the backfill computes them (from the
@@ -47,17 +49,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from jobs import fast_writes, storage, tables
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
 )
+from jobs.live import batch_lateness
 from jobs.live.fanout import pipeline_rows
 from jobs.registry import Pipeline
 from jobs.storage import Files
 from jobs.streams import Stream
 from jobs.window_tables import (
+    LATENESS_COLUMNS,
     assignment_table,
     day_metrics,
     late_table,
@@ -67,7 +72,7 @@ from jobs.window_tables import (
 )
 from jobs.window_tables import column_max as pc_max
 from jobs.window_tables import column_min as pc_min
-from jobs.windows.vectorised import classify, standard_day_metrics
+from jobs.windows.vectorised import standard_day_metrics
 
 BATCH_METRICS = tables.BATCH_METRICS
 FLUSH_SHARE = 5
@@ -76,8 +81,23 @@ metrics are recomputed from the day's whole log, which grows through the day, an
 most a fifth of the machine beside the stream."""
 LATE_KEY = ("key", "arrival_seq", "window_start_ms", "window_end_ms")
 ASSIGNMENT_KEY = ("arrival_seq", "window_start_ms", "window_end_ms")
-BATCH_HEADER = ("batch_id long, records long, first_arrival_seq long, last_arrival_seq long, "
-                "panes long, late_records long")
+BATCH_HEADER_COLUMNS = ("batch_id", "records", "first_arrival_seq", "last_arrival_seq", "panes",
+                        "late_records")
+BATCH_METRICS_SCHEMA = StructType(
+    [StructField(name, LongType(), True) for name in BATCH_HEADER_COLUMNS]
+    + [StructField(name, LongType(), False)
+       for name in ("on_time", "late_within_lateness", "dropped_late")]
+    + [StructField(name, DoubleType(), True)
+       for name in ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms")]
+    + [StructField("lateness_max_ms", LongType(), True),
+       StructField("watermark_lag_p50_ms", DoubleType(), True),
+       StructField("watermark_lag_max_ms", LongType(), True),
+       StructField("quarantined", LongType(), False)])
+"""``late_data_metrics_batches``: the header of each micro-batch, the fates and lateness of the
+records it consumed, the quarantined lines of the ingest batches it finished."""
+NO_RECORDS = {"on_time": 0, "late_within_lateness": 0, "dropped_late": 0,
+              **{name: None for name in LATENESS_COLUMNS}}
+"""The lateness of a batch that consumed no record (it only fired timers)."""
 
 
 def app_id_for(checkpoint: str, pipeline: str = "") -> str:
@@ -371,21 +391,56 @@ class PipelineSink:
     def _batch_metrics(self, pending: list[dict]) -> list[dict]:
         """One row per batch: the header, the lateness of the records it consumed, and the
         quarantined lines of the ingest batches it finished; appended unless already there."""
-        log = self.spark.read.format("delta").load(self.pipeline.table_path(tables.ARRIVAL_LOG))
         consumed = [s for s in pending if s["records"]]
-        low = min((s["first_arrival_seq"] for s in consumed), default=0)
-        high = max((s["last_arrival_seq"] for s in consumed), default=-1)
+        if self.pipeline.spec.is_standard_window:
+            lateness = self._standard_lateness(consumed)
+        else:
+            lateness = self._assigned_lateness(consumed)
+        quarantined = self._quarantined(pending)
+        rows = []
+        for summary in pending:
+            row = {name: summary[name] for name in BATCH_HEADER_COLUMNS}
+            row.update(lateness.get(summary["batch_id"], NO_RECORDS))
+            row["quarantined"] = quarantined.get(summary["batch_id"], 0)
+            rows.append(row)
+        path = self.pipeline.table_path(BATCH_METRICS)
+        first, last = pending[0]["batch_id"], pending[-1]["batch_id"]
+        existing = set(fast_writes.read_columns(
+            path, ["batch_id"], (pc.field("batch_id") >= first) & (pc.field("batch_id") <= last)
+        ).column("batch_id").to_pylist())
+        new = [r for r in rows if r["batch_id"] not in existing]
+        if new:
+            self._append_batch_rows(new, path)
+        return rows
+
+    def _standard_lateness(self, consumed: list[dict]) -> dict[int, dict]:
+        """The batches' lateness, from their records in the arrival log, without Spark
+        (jobs/live/batch_lateness.py)."""
+        if not consumed:
+            return {}
+        low = min(s["first_arrival_seq"] for s in consumed)
+        high = max(s["last_arrival_seq"] for s in consumed)
+        records = fast_writes.read_columns(
+            self.pipeline.table_path(tables.ARRIVAL_LOG), batch_lateness.COLUMNS,
+            (pc.field("arrival_seq") >= low) & (pc.field("arrival_seq") <= high))
+        return batch_lateness.batch_lateness(
+            records, [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"])
+                      for s in consumed], self.pipeline.spec)
+
+    def _assigned_lateness(self, consumed: list[dict]) -> dict[int, dict]:
+        """The batches' lateness, from the window assignments the operator library wrote for
+        their records (one Spark job)."""
+        if not consumed:
+            return {}
+        low = min(s["first_arrival_seq"] for s in consumed)
+        high = max(s["last_arrival_seq"] for s in consumed)
         ranges = self.spark.createDataFrame(
             [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"]) for s in consumed],
             "batch_id long, first long, last long")
-        if self.pipeline.spec.is_standard_window:
-            consumed = log.where(F.col("arrival_seq").between(low, high))
-            classified = classify(consumed, self.pipeline.spec, self.pipeline.time_zone)
-        else:
-            classified = (self.spark.read.format("delta")
-                          .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
-                          .where(F.col("arrival_seq").between(low, high))
-                          .withColumnRenamed("fate", "_class"))
+        classified = (self.spark.read.format("delta")
+                      .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
+                      .where(F.col("arrival_seq").between(low, high))
+                      .withColumnRenamed("fate", "_class"))
         per_batch = (classified.join(F.broadcast(ranges),
                                      F.col("arrival_seq").between(F.col("first"), F.col("last")))
                      .groupBy("batch_id").agg(*lateness_aggregates())
@@ -393,28 +448,10 @@ class PipelineSink:
                              *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
                                ("on_time", "late_within_lateness", "dropped_late")],
                              *lateness_columns()))
-        quarantined = self._quarantined(log, pending)
-        header = self.spark.createDataFrame(
-            [{k: s[k] for k in ("batch_id", "records", "first_arrival_seq", "last_arrival_seq",
-                                "panes", "late_records")} for s in pending], BATCH_HEADER)
-        rows = (header.join(per_batch, "batch_id", "left")
-                .join(self.spark.createDataFrame(list(quarantined.items()),
-                                                 "batch_id long, quarantined long"),
-                      "batch_id", "left")
-                .withColumn("quarantined", F.coalesce("quarantined", F.lit(0)).cast("long"))
-                .orderBy("batch_id"))
-        for name in ("on_time", "late_within_lateness", "dropped_late"):
-            rows = rows.withColumn(name, F.coalesce(F.col(name), F.lit(0)).cast("long"))
-        collected = rows.collect()
-        path = self.pipeline.table_path(BATCH_METRICS)
-        first, last = pending[0]["batch_id"], pending[-1]["batch_id"]
-        existing = set(fast_writes.read_columns(
-            path, ["batch_id"], (pc.field("batch_id") >= first) & (pc.field("batch_id") <= last)
-        ).column("batch_id").to_pylist())
-        new = [r for r in collected if r.batch_id not in existing]
-        if new:
-            self._append_batch_rows(new, rows.schema, path)
-        return [r.asDict() for r in collected]
+        found = {row.batch_id: row.asDict() for row in per_batch.collect()}
+        for row in found.values():
+            del row["batch_id"]
+        return found
 
     def _append_process_batches(self, pending: list[dict]) -> None:
         """A process pipeline's ``late_data_metrics_batches``: per micro-batch its arrival
@@ -426,17 +463,17 @@ class PipelineSink:
                          for name in names})
         fast_writes.append(path, data, app_id=self.app_id, version=pending[-1]["batch_id"])
 
-    def _append_batch_rows(self, new: list, schema, path: str) -> None:
+    def _append_batch_rows(self, new: list[dict], path: str) -> None:
         """One small append with the batch id as Delta transaction; a table from an older
         version of the platform, without some of these columns, gets them through Spark."""
+        schema = BATCH_METRICS_SCHEMA
         if fast_writes.table_exists(path) and \
                 not set(schema.fieldNames()) <= self._columns_of(path):
             append_idempotent(self.spark.createDataFrame(new, schema), path, app_id=self.app_id,
-                              version=new[-1].batch_id, merge_schema=True)
+                              version=new[-1]["batch_id"], merge_schema=True)
             return
-        data = pa.Table.from_pylist([r.asDict() for r in new],
-                                    fast_writes.arrow_schema(schema))
-        fast_writes.append(path, data, app_id=self.app_id, version=new[-1].batch_id)
+        data = pa.Table.from_pylist(new, fast_writes.arrow_schema(schema))
+        fast_writes.append(path, data, app_id=self.app_id, version=new[-1]["batch_id"])
 
     @staticmethod
     def _columns_of(path: str) -> set[str]:
@@ -444,7 +481,7 @@ class PipelineSink:
 
         return set(DeltaTable(fast_writes.delta_uri(path)).schema().to_arrow().names)
 
-    def _quarantined(self, log: DataFrame, pending: list[dict]) -> dict[int, int]:
+    def _quarantined(self, pending: list[dict]) -> dict[int, int]:
         """Quarantined lines of the ingest batches each micro-batch finished reading: those
         after the ingest batch of the record just before its first one, up to the ingest
         batch of its last record. An ingest batch split over two micro-batches counts in the

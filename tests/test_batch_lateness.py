@@ -1,0 +1,162 @@
+"""The per-micro-batch late-data metrics of standard windows, computed without Spark
+(jobs/live/batch_lateness.py): equal to a record-by-record reference built on the operator
+library's window assigners for any records, batches, windows and lateness, and to Spark's own
+aggregates (the ones the per-day metrics use) on a generated log."""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.live.batch_lateness import batch_lateness
+from operators.build import build_assigner
+from operators.pipeline import parse_pipeline
+from operators.time import MIN_WATERMARK
+from tests.depth import examples
+
+SECOND = 1_000
+
+
+def _spec(window: dict, lateness_s: int):
+    return parse_pipeline({"source": "events", "window": window,
+                           "allowed_lateness": lateness_s * SECOND,
+                           "aggregates": [{"name": "events", "fn": "count"}]})
+
+
+WINDOWS = st.one_of(
+    st.builds(lambda size, offset: {"type": "tumbling", "size": size * SECOND,
+                                    "offset": offset % size * SECOND},
+              st.integers(1, 120), st.integers(0, 5)),
+    st.builds(lambda slide, size: {"type": "sliding", "size": size * SECOND,
+                                   "slide": slide * SECOND},
+              st.integers(1, 30), st.integers(1, 90)).filter(
+        lambda w: w["size"] >= w["slide"]))
+
+
+@st.composite
+def logs(draw):
+    """Records in arrival order with non-decreasing recorded watermarks (some unknown at the
+    start), cut into consecutive batches."""
+    count = draw(st.integers(1, 50))
+    rows, watermark = [], MIN_WATERMARK
+    for seq in range(count):
+        event = draw(st.integers(0, 600)) * SECOND + draw(st.integers(0, 999))
+        ingest = draw(st.integers(0, 900)) * SECOND
+        if draw(st.booleans()):  # often right at a window's last moment or its cleanup
+            second = draw(st.integers(0, 700)) * SECOND
+            watermark = max(watermark, second + draw(st.sampled_from([-1, 0, 1, 499])))
+        rows.append((seq, event, ingest, watermark))
+    cuts = sorted(set(draw(st.lists(st.integers(1, count), max_size=6)))) + [count]
+    ranges, start = [], 0
+    for batch_id, end in enumerate(cuts):
+        if end > start:
+            ranges.append((batch_id * 3, start, end - 1))  # ids need not be consecutive
+            start = end
+    return rows, ranges
+
+
+def _percentile(values: list[int], p: float) -> float:
+    """Linear between the two closest ranks of the sorted values (Spark's exact percentile)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * p
+    lower, higher = math.floor(position), math.ceil(position)
+    if ordered[lower] == ordered[higher]:
+        return float(ordered[lower])
+    return (higher - position) * ordered[lower] + (position - lower) * ordered[higher]
+
+
+def _rounded(value: float) -> float:
+    return float(Decimal(repr(value)).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
+
+
+def reference(rows, ranges, spec) -> dict:
+    """Record by record, window by window, as docs/semantics.md classifies them."""
+    assigner = build_assigner(spec.window)
+    found = {}
+    for batch_id, first, last in ranges:
+        counts = {"on_time": 0, "late_within_lateness": 0, "dropped_late": 0}
+        lateness, lags = [], []
+        for _seq, event, ingest, watermark in rows[first:last + 1]:
+            for window in assigner.assign(event, None):
+                max_ts = window.end - 1
+                if max_ts + spec.allowed_lateness_ms <= watermark:
+                    fate = "dropped_late"
+                elif watermark < max_ts:
+                    fate = "on_time"
+                else:
+                    fate = "late_within_lateness"
+                counts[fate] += 1
+                if watermark != MIN_WATERMARK:
+                    lags.append(ingest - watermark)
+                    if fate != "on_time":
+                        lateness.append(max(0, watermark - event))
+        found[batch_id] = {
+            **counts,
+            **{f"lateness_p{round(p * 100)}_ms": _rounded(_percentile(lateness, p))
+               if lateness else 0.0 for p in (0.5, 0.95, 0.99)},
+            "lateness_max_ms": max(lateness, default=0),
+            "watermark_lag_p50_ms": _rounded(_percentile(lags, 0.5)) if lags else None,
+            "watermark_lag_max_ms": max(lags, default=None),
+        }
+    return found
+
+
+def _table(rows) -> pa.Table:
+    seq, event, ingest, watermark = zip(*rows, strict=True)
+    return pa.table({"arrival_seq": pa.array(seq, pa.int64()),
+                     "event_time_ms": pa.array(event, pa.int64()),
+                     "ingest_time_ms": pa.array(ingest, pa.int64()),
+                     "watermark_ms": pa.array(watermark, pa.int64())})
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(logs(), WINDOWS, st.integers(0, 60), st.randoms(use_true_random=False))
+def test_each_batch_equals_the_record_by_record_reference(log, window, lateness_s, rng):
+    rows, ranges = log
+    spec = _spec(window, lateness_s)
+    shuffled = list(rows)
+    rng.shuffle(shuffled)  # files come back from the log in any order
+    assert batch_lateness(_table(shuffled), ranges, spec) == reference(rows, ranges, spec)
+
+
+@pytest.mark.spark
+def test_equal_to_sparks_aggregates_over_a_generated_log(spark):
+    """Spark's classification and exact percentiles, grouped by batch as the live sink grouped
+    them before: the very same rows."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from jobs.window_tables import lateness_aggregates, lateness_columns
+    from jobs.windows.vectorised import classify
+
+    rng = random.Random(5)
+    rows, watermark, seen = [], MIN_WATERMARK, 0
+    for seq in range(3_000):
+        event = rng.randrange(0, 3_600_000)
+        seen = max(seen, event)
+        if rng.random() < 0.3:
+            watermark = max(watermark, seen - rng.randrange(0, 300_000))
+        rows.append((seq, event, event + rng.randrange(0, 120_000), watermark))
+    ranges = [(batch_id, start, min(start + 299, 2_999))
+              for batch_id, start in enumerate(range(0, 3_000, 300))]
+    frame = spark.createDataFrame(rows, "arrival_seq long, event_time_ms long, "
+                                        "ingest_time_ms long, watermark_ms long")
+    bounds = spark.createDataFrame(ranges, "batch_id long, first long, last long")
+    for window, lateness_s in (({"type": "tumbling", "size": 60_000}, 30),
+                               ({"type": "sliding", "size": 300_000, "slide": 60_000}, 0)):
+        spec = _spec(window, lateness_s)
+        expected = (classify(frame, spec)
+                    .join(F.broadcast(bounds),
+                          F.col("arrival_seq").between(F.col("first"), F.col("last")))
+                    .groupBy("batch_id").agg(*lateness_aggregates())
+                    .select("batch_id", "on_time", "late_within_lateness", "dropped_late",
+                            *lateness_columns()))
+        spark_rows = {r.batch_id: {k: v for k, v in r.asDict().items() if k != "batch_id"}
+                      for r in expected.collect()}
+        assert batch_lateness(_table(rows), ranges, spec) == spark_rows, window

@@ -40,9 +40,15 @@ def could_reach(first_day: str, last_day: str, window: WindowSpec) -> Column:
     event-time statistics) that a range backfill or a live metrics refresh cannot need."""
     if window.gap_field:  # a dynamic session gap: no bound on how far a record reaches
         return F.lit(True)
+    return F.col("event_time_ms").between(*reach_bounds(first_day, last_day, window))
+
+
+def reach_bounds(first_day: str, last_day: str, window: WindowSpec) -> tuple[int, int]:
+    """The event times (inclusive) of the records :func:`could_reach` keeps, for a window
+    with a fixed size or gap."""
     first, last = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
     size = window.size_ms or window.gap_ms or 0
-    return F.col("event_time_ms").between(first - DAY_MS - size, last + 2 * DAY_MS)
+    return first - DAY_MS - size, last + 2 * DAY_MS
 
 
 # -- Python -------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ seconds (every batch when the interval is 0) and when the stream stops:
 - per micro-batch: one row per batch (its arrival range, panes, late rows, the lateness of the
   records it consumed, the quarantined lines of the ingest batches it finished), computed for
   all the batches since the last flush at once (for standard windows from the batches'
-  records in the arrival log with numpy, jobs/live/batch_lateness.py; for the others from
+  records in the arrival log with numpy, jobs/live/lateness.py; for the others from
   their window assignments, one Spark job), appended unless already there. Each batch's
   summary is kept in a small file in the checkpoint until it is flushed, so a crash between two
   flushes loses none;
@@ -44,6 +44,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,11 +53,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from jobs import fast_writes, storage, tables
+from jobs.days import reach_bounds
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
 )
-from jobs.live import batch_lateness
+from jobs.live import lateness
 from jobs.live.fanout import pipeline_rows
 from jobs.registry import Pipeline
 from jobs.storage import Files
@@ -393,14 +395,14 @@ class PipelineSink:
         quarantined lines of the ingest batches it finished; appended unless already there."""
         consumed = [s for s in pending if s["records"]]
         if self.pipeline.spec.is_standard_window:
-            lateness = self._standard_lateness(consumed)
+            fates = self._standard_lateness(consumed)
         else:
-            lateness = self._assigned_lateness(consumed)
+            fates = self._assigned_lateness(consumed)
         quarantined = self._quarantined(pending)
         rows = []
         for summary in pending:
             row = {name: summary[name] for name in BATCH_HEADER_COLUMNS}
-            row.update(lateness.get(summary["batch_id"], NO_RECORDS))
+            row.update(fates.get(summary["batch_id"], NO_RECORDS))
             row["quarantined"] = quarantined.get(summary["batch_id"], 0)
             rows.append(row)
         path = self.pipeline.table_path(BATCH_METRICS)
@@ -415,15 +417,15 @@ class PipelineSink:
 
     def _standard_lateness(self, consumed: list[dict]) -> dict[int, dict]:
         """The batches' lateness, from their records in the arrival log, without Spark
-        (jobs/live/batch_lateness.py)."""
+        (jobs/live/lateness.py)."""
         if not consumed:
             return {}
         low = min(s["first_arrival_seq"] for s in consumed)
         high = max(s["last_arrival_seq"] for s in consumed)
         records = fast_writes.read_columns(
-            self.pipeline.table_path(tables.ARRIVAL_LOG), batch_lateness.COLUMNS,
+            self.pipeline.table_path(tables.ARRIVAL_LOG), lateness.COLUMNS,
             (pc.field("arrival_seq") >= low) & (pc.field("arrival_seq") <= high))
-        return batch_lateness.batch_lateness(
+        return lateness.batch_lateness(
             records, [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"])
                       for s in consumed], self.pipeline.spec)
 
@@ -475,6 +477,28 @@ class PipelineSink:
         data = pa.Table.from_pylist(new, fast_writes.arrow_schema(schema))
         fast_writes.append(path, data, app_id=self.app_id, version=new[-1]["batch_id"])
 
+    def _standard_day_metrics(self, first_day: str, last_day: str) -> pa.Table:
+        """The days' metrics of a standard-window pipeline, as the backfill computes them, from
+        the whole log (not just what the stream has seen: a backfill running at the same time
+        writes these days from the whole log, and no writer may leave them older), with numpy
+        (jobs/live/lateness.py); in the schema of Spark's computation, which is only planned."""
+        spec, zone = self.pipeline.spec, self.pipeline.time_zone
+        log_path = self.pipeline.table_path(tables.ARRIVAL_LOG)
+        low, high = reach_bounds(first_day, last_day, spec.window)
+        records = fast_writes.read_columns(
+            log_path, lateness.COLUMNS[1:],
+            (pc.field("event_time_ms") >= low) & (pc.field("event_time_ms") <= high))
+        quarantine_path = self.pipeline.table_path(tables.QUARANTINE)
+        exists = fast_writes.table_exists(quarantine_path)
+        ingested = fast_writes.read_columns(quarantine_path, ["ingest_time_ms"]) \
+            .column("ingest_time_ms").to_numpy() if exists else np.empty(0, np.int64)
+        rows = lateness.day_lateness(records, ingested, spec, zone, first_day, last_day)
+        planned = standard_day_metrics(
+            self.spark.read.format("delta").load(log_path),
+            read_table_or_none(self.spark, quarantine_path) if exists else None, spec, zone,
+            first_day, last_day)
+        return pa.Table.from_pylist(rows, fast_writes.arrow_schema(planned.schema))
+
     @staticmethod
     def _columns_of(path: str) -> set[str]:
         from deltalake import DeltaTable
@@ -521,24 +545,19 @@ class PipelineSink:
         first_day, last_day = str(day_of(first_ms, zone)), str(day_of(last_ms, zone))
         self.days = (first_day, last_day) if self.days is None else (
             min(self.days[0], first_day), max(self.days[1], last_day))
-        quarantine = read_table_or_none(self.spark, self.pipeline.table_path(tables.QUARANTINE))
         if spec.is_standard_window:
-            # the whole log, not just what the stream has seen: a backfill running at the same
-            # time writes these days from the whole log, and no writer may leave them older
-            log = self.spark.read.format("delta").load(
-                self.pipeline.table_path(tables.ARRIVAL_LOG))
-            metrics = standard_day_metrics(log, quarantine, spec, zone, first_day, last_day)
+            data = self._standard_day_metrics(first_day, last_day)
         else:
+            quarantine = read_table_or_none(self.spark,
+                                            self.pipeline.table_path(tables.QUARANTINE))
             assigned = (self.spark.read.format("delta")
                         .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
                         .where(F.col("window_end_date").between(first_day, last_day))
                         .withColumnRenamed("fate", "_class"))
-            metrics = day_metrics(assigned, quarantine, zone, first_day, last_day)
-        fast_writes.replace_range(self.pipeline.table_path(tables.LATE_DATA_METRICS),
-                                  metrics.toArrow(), column="window_end_date",
-                                  first=first_day, last=last_day,
+            data = day_metrics(assigned, quarantine, zone, first_day, last_day).toArrow()
+        fast_writes.replace_range(self.pipeline.table_path(tables.LATE_DATA_METRICS), data,
+                                  column="window_end_date", first=first_day, last=last_day,
                                   partition_by=["window_end_date"])
-
 
 @dataclass
 class StreamSink:

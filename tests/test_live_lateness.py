@@ -1,5 +1,5 @@
 """The per-micro-batch late-data metrics of standard windows, computed without Spark
-(jobs/live/batch_lateness.py): equal to a record-by-record reference built on the operator
+(jobs/live/lateness.py): equal to a record-by-record reference built on the operator
 library's window assigners for any records, batches, windows and lateness, and to Spark's own
 aggregates (the ones the per-day metrics use) on a generated log."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.live.batch_lateness import batch_lateness
+from jobs.live.lateness import batch_lateness, day_lateness
 from operators.build import build_assigner
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
@@ -160,3 +160,42 @@ def test_equal_to_sparks_aggregates_over_a_generated_log(spark):
         spark_rows = {r.batch_id: {k: v for k, v in r.asDict().items() if k != "batch_id"}
                       for r in expected.collect()}
         assert batch_lateness(_table(rows), ranges, spec) == spark_rows, window
+
+
+@pytest.mark.spark
+def test_days_equal_the_backfills_day_metrics(spark):
+    """``standard_day_metrics``, which the backfill writes, over a log of three days around
+    Europe's change to summer time, with quarantined lines on the days and past them."""
+    import datetime as dt
+    import random
+
+    from jobs.days import day_of
+    from jobs.windows.vectorised import standard_day_metrics
+
+    rng = random.Random(11)
+    start = 1_774_656_000_000  # 2026-03-28 00:00 UTC; Europe changes clocks on the 29th
+    rows, watermark, seen = [], MIN_WATERMARK, 0
+    for seq in range(4_000):
+        event = start + rng.randrange(0, 3 * 86_400_000)
+        seen = max(seen, event)
+        if rng.random() < 0.3:
+            watermark = max(watermark, seen - rng.randrange(0, 3_600_000))
+        rows.append((seq, event, event + rng.randrange(0, 600_000), watermark))
+    rows.sort(key=lambda r: r[3])
+    rows = [(seq, *rest) for seq, (_, *rest) in enumerate(rows)]
+    ingested = [start + rng.randrange(-86_400_000, 4 * 86_400_000) for _ in range(200)]
+    log = spark.createDataFrame(rows, "arrival_seq long, event_time_ms long, "
+                                      "ingest_time_ms long, watermark_ms long")
+    quarantine = spark.createDataFrame([(ms,) for ms in ingested], "ingest_time_ms long")
+    for zone in ("UTC", "Europe/Berlin", "America/Los_Angeles", "Asia/Kolkata"):
+        first = str(day_of(start, zone) + dt.timedelta(days=1))
+        last = str(day_of(start, zone) + dt.timedelta(days=2))
+        for window, lateness_s in (({"type": "tumbling", "size": 3_600_000}, 600),
+                                   ({"type": "sliding", "size": 7_200_000,
+                                     "slide": 1_800_000}, 0)):
+            spec = _spec(window, lateness_s)
+            expected = sorted((r.asDict() for r in standard_day_metrics(
+                log, quarantine, spec, zone, first, last).collect()),
+                key=lambda r: r["window_end_date"])
+            got = day_lateness(_table(rows), ingested, spec, zone, first, last)
+            assert got == expected, (zone, window)

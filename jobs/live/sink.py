@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from jobs import fast_writes, storage, tables
-from jobs.days import reach_bounds
+from jobs.days import DAY_MS, day_start_utc_ms, reach_bounds
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
@@ -142,6 +142,7 @@ class PipelineSink:
         self.label = self.label or self.pipeline.name
         self._lock = threading.Lock()
         self.flush_seconds = 0.0
+        self._day_schemas: dict[bool, pa.Schema] = {}
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
         self.files = Files(self.spark)
@@ -481,7 +482,7 @@ class PipelineSink:
         """The days' metrics of a standard-window pipeline, as the backfill computes them, from
         the whole log (not just what the stream has seen: a backfill running at the same time
         writes these days from the whole log, and no writer may leave them older), with numpy
-        (jobs/live/lateness.py); in the schema of Spark's computation, which is only planned."""
+        (jobs/live/lateness.py); in the schema of Spark's computation."""
         spec, zone = self.pipeline.spec, self.pipeline.time_zone
         log_path = self.pipeline.table_path(tables.ARRIVAL_LOG)
         low, high = reach_bounds(first_day, last_day, spec.window)
@@ -490,14 +491,29 @@ class PipelineSink:
             (pc.field("event_time_ms") >= low) & (pc.field("event_time_ms") <= high))
         quarantine_path = self.pipeline.table_path(tables.QUARANTINE)
         exists = fast_writes.table_exists(quarantine_path)
-        ingested = fast_writes.read_columns(quarantine_path, ["ingest_time_ms"]) \
-            .column("ingest_time_ms").to_numpy() if exists else np.empty(0, np.int64)
+        ingested = np.empty(0, np.int64)
+        if exists:  # the lines ingested on these days (a day of margin for any time zone)
+            first, last = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
+            ingested = fast_writes.read_columns(
+                quarantine_path, ["ingest_time_ms"],
+                (pc.field("ingest_time_ms") >= first - DAY_MS)
+                & (pc.field("ingest_time_ms") < last + 2 * DAY_MS)
+            ).column("ingest_time_ms").to_numpy()
         rows = lateness.day_lateness(records, ingested, spec, zone, first_day, last_day)
-        planned = standard_day_metrics(
-            self.spark.read.format("delta").load(log_path),
-            read_table_or_none(self.spark, quarantine_path) if exists else None, spec, zone,
-            first_day, last_day)
-        return pa.Table.from_pylist(rows, fast_writes.arrow_schema(planned.schema))
+        return pa.Table.from_pylist(rows, self._day_metrics_schema(exists))
+
+    def _day_metrics_schema(self, with_quarantine: bool) -> pa.Schema:
+        """The Arrow schema of the backfill's day metrics (``standard_day_metrics``), from its
+        Spark plan, planned once per sink (no job runs)."""
+        if with_quarantine not in self._day_schemas:
+            quarantine_path = self.pipeline.table_path(tables.QUARANTINE)
+            planned = standard_day_metrics(
+                self.spark.read.format("delta").load(
+                    self.pipeline.table_path(tables.ARRIVAL_LOG)),
+                read_table_or_none(self.spark, quarantine_path) if with_quarantine else None,
+                self.pipeline.spec, self.pipeline.time_zone, "1970-01-01", "1970-01-01")
+            self._day_schemas[with_quarantine] = fast_writes.arrow_schema(planned.schema)
+        return self._day_schemas[with_quarantine]
 
     @staticmethod
     def _columns_of(path: str) -> set[str]:
@@ -558,6 +574,7 @@ class PipelineSink:
         fast_writes.replace_range(self.pipeline.table_path(tables.LATE_DATA_METRICS), data,
                                   column="window_end_date", first=first_day, last=last_day,
                                   partition_by=["window_end_date"])
+
 
 @dataclass
 class StreamSink:

@@ -417,18 +417,19 @@ class KafkaIngestor:
         running = np.maximum.accumulate(np.where(used, stamps, _NO_CLOCK))
         first = int(stamps[used][0]) if used.any() else plan.planned_at_ms
         clocks = np.where(running == _NO_CLOCK, first, running)
-        return PartRead(f"{topic}/{number}", f"{topic}-{number}",
-                        part.column("offset").to_pylist(), texts, clocks.tolist(),
-                        verdicts, stamps.tolist())  # type: ignore[arg-type]
+        return PartRead.from_verdicts(f"{topic}/{number}", f"{topic}-{number}",
+                                      part.column("offset").to_pylist(), texts,
+                                      clocks.tolist(), verdicts,  # type: ignore[arg-type]
+                                      stamps.tolist())
 
     def _gap(self, plan: KafkaPlan, name: str, span: list[int]) -> PartRead:
         topic, number = _split(name)
-        return PartRead(f"{topic}/{number}", name, [span[0]], [""], [plan.planned_at_ms],
-                        [Rejection(OFFSETS_LOST, f"{name}: offsets {span[0]}..{span[1] - 1} "
-                                                 f"({span[1] - span[0]} records) were deleted "
-                                                 "by retention before ingest read them "
-                                                 "(kafka.accept_data_loss)")],
-                        [None])
+        lost = Rejection(OFFSETS_LOST, f"{name}: offsets {span[0]}..{span[1] - 1} "
+                                       f"({span[1] - span[0]} records) were deleted by "
+                                       "retention before ingest read them "
+                                       "(kafka.accept_data_loss)")
+        return PartRead.from_verdicts(f"{topic}/{number}", name, [span[0]], [""],
+                                      [plan.planned_at_ms], [lost], [None])
 
     # -- appending -------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from jobs.streams.landing.fast_parse import FastParser
+from jobs.streams.landing.fast_parse import FastParser, ParsedLines
 from jobs.streams.landing.folder import LandingFolder, read_range
 from jobs.streams.landing.log import CHANGED, DUPLICATE, FilePart, Plan
 from jobs.streams.landing.parsing import ParsedEvent, Rejection, check_event_time_bounds
@@ -181,85 +182,127 @@ def _invalid_utf8(part: FilePart, number: int, chunk: bytes) -> Line:
 @dataclass
 class PartRead:
     """One file part's lines as columns, in file order: each line's number, text, ingest
-    clock and verdict (a record, or why it is quarantined)."""
+    clock and outcome (a record, or why it is quarantined)."""
 
     name: str
     partition: str
-    numbers: list[int]
+    numbers: np.ndarray
+    """int64 line numbers (a Kafka partition's offsets)."""
     texts: list[str]
-    clocks: list[int]
-    verdicts: list[ParsedEvent | Rejection]
+    clocks: np.ndarray
+    """int64 ingest clocks."""
+    parsed: ParsedLines
     stamps: list[int | None] | None = None
     """A Kafka partition's record timestamps (landing files have none)."""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @classmethod
+    def from_verdicts(cls, name: str, partition: str, numbers: Sequence[int],
+                      texts: list[str], clocks: Sequence[int],
+                      verdicts: Sequence[ParsedEvent | Rejection],
+                      stamps: list[int | None] | None = None) -> PartRead:
+        """A part whose lines were judged one by one."""
+        return cls(name, partition, np.asarray(numbers, dtype=np.int64), texts,
+                   np.asarray(clocks, dtype=np.int64), ParsedLines.from_verdicts(verdicts),
+                   stamps)
 
 
 def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
               rules: IngestRules) -> PartRead:
     """Every line of one file part, parsed, with its ingest clock: a function of the part's
     bytes and the plan alone, so parts can be read in any order and on any machine."""
-    clock_field = rules.clock_field
-    stamp_limit = plan.planned_at_ms + rules.max_future_ms
-    read = PartRead(part.name, part.partition, [], [], [], [])
     if part.kind == DUPLICATE:
         # it arrived when this batch was planned; its own lines are never read
-        read.numbers.append(0)
-        read.texts.append("")
-        read.clocks.append(plan.planned_at_ms)
-        read.verdicts.append(Rejection(
+        return PartRead.from_verdicts(part.name, part.partition, [0], [""],
+                                      [plan.planned_at_ms], [Rejection(
             DUPLICATE_FILE, f"same content as {part.same_as}, already ingested; its lines "
-                            "are not read again"))
-        return read
+                            "are not read again")])
     raw = read_range(landing, part.name, part.offset, part.size)
-    kept = [(number, text) for number, text in enumerate(_texts(raw), start=part.first_line)
-            if not isinstance(text, str) or text.strip()]  # blank lines are not records
-    texts = [text for _, text in kept if isinstance(text, str)]
-    if part.kind == CHANGED:
-        verdicts = iter([Rejection(FILE_CHANGED, part.same_as or "")] * len(texts))
+    lines = _texts(raw)
+    if all(type(text) is str for text in lines) and all(map(str.strip, lines)):
+        texts: list[str] = lines  # type: ignore[assignment]  # the usual part: all good text
+        numbers = np.arange(part.first_line, part.first_line + len(texts), dtype=np.int64)
+        parsed = _judge(texts, part, rules)
     else:
-        verdicts = iter(rules.parser.parse_many(texts))
-    clocks: list[int | None] = []
+        numbers, texts, parsed = _read_mixed(lines, part, rules)
+    clocks = _clocks(texts, parsed, part, plan, rules)
+    return PartRead(part.name, part.partition, numbers, texts, clocks, parsed)
+
+
+def _judge(texts: list[str], part: FilePart, rules: IngestRules) -> ParsedLines:
+    if part.kind == CHANGED:
+        return ParsedLines.from_verdicts([Rejection(FILE_CHANGED, part.same_as or "")]
+                                         * len(texts), rules.parser.extras)
+    return rules.parser.parse_columns(texts)
+
+
+def _read_mixed(lines: list[str | bytes], part: FilePart, rules: IngestRules,
+                ) -> tuple[np.ndarray, list[str], ParsedLines]:
+    """A part with blank lines (not records) or lines that are not UTF-8 (quarantined)."""
+    kept = [(number, text) for number, text in enumerate(lines, start=part.first_line)
+            if not isinstance(text, str) or text.strip()]
+    judged = iter(_judge([text for _, text in kept if isinstance(text, str)], part, rules)
+                  .verdicts())
+    texts: list[str] = []
+    verdicts: list[ParsedEvent | Rejection] = []
     for number, text in kept:
-        if not isinstance(text, str):
+        if isinstance(text, str):
+            texts.append(text)
+            verdicts.append(next(judged))
+        else:
             line = _invalid_utf8(part, number, text)
-            read.numbers.append(number)
-            read.texts.append(line.text or "")
-            read.verdicts.append(line.parsed)
-            clocks.append(None)
-            continue
-        parsed = next(verdicts)
-        clock = None
-        if part.kind == CHANGED:
-            clock = plan.planned_at_ms
-        elif clock_field is not None and type(parsed) is ParsedEvent:
-            stamp = parsed.fields.get(clock_field)
-            clock = stamp if type(stamp) is int and _CLOCK_RANGE[0] <= stamp <= \
-                _CLOCK_RANGE[1] else _clock_of(stamp)
-        elif clock_field is not None:
-            clock = _clock_from_text(text, clock_field)
-        if clock is not None and clock > stamp_limit:
-            # a collector stamp from the future would drag the ingest clock (and with it
-            # idleness and interval ticks, hence watermarks) forward for every later record
-            if type(parsed) is ParsedEvent:
-                parsed = Rejection(BAD_INGEST_STAMP,
-                                   f"{clock_field}={clock} is more than max_future_ms after "
-                                   f"the wall clock when the batch was planned "
-                                   f"({plan.planned_at_ms})", parsed.event_time_ms)
-            clock = None
-        read.numbers.append(number)
-        read.texts.append(text)
-        read.verdicts.append(parsed)
-        clocks.append(clock)
-    read.clocks = _filled(clocks, plan.planned_at_ms)
-    return read
+            texts.append(line.text or "")
+            verdicts.append(line.parsed)
+    numbers = np.fromiter((number for number, _ in kept), dtype=np.int64, count=len(kept))
+    return numbers, texts, ParsedLines.from_verdicts(verdicts, rules.parser.extras)
+
+
+def _clocks(texts: list[str], parsed: ParsedLines, part: FilePart, plan: Plan,
+            rules: IngestRules) -> np.ndarray:
+    """Each line's ingest clock: the collector's stamp where the line has a usable one, else
+    the line before's, else the next one's, else the plan's time. A record stamped beyond
+    ``max_future_ms`` after the plan's time is quarantined (``parsed`` is changed)."""
+    clock_field = rules.clock_field
+    invalid = {i for i, verdict in parsed.slow.items()
+               if type(verdict) is Rejection and verdict.reason == INVALID_UTF8}
+    if part.kind == CHANGED:
+        clocks = [None if i in invalid else plan.planned_at_ms for i in range(len(texts))]
+    elif clock_field is None:
+        clocks = [None] * len(texts)
+    else:
+        clocks = list(map(_stamp_clock, parsed.extras[clock_field]))
+        for i in np.flatnonzero(~parsed.is_event).tolist():
+            clocks[i] = None if i in invalid else _clock_from_text(texts[i], clock_field)
+    stamp_limit = plan.planned_at_ms + rules.max_future_ms
+    for i in [i for i, clock in enumerate(clocks) if clock is not None and clock > stamp_limit]:
+        # a collector stamp from the future would drag the ingest clock (and with it
+        # idleness and interval ticks, hence watermarks) forward for every later record
+        if parsed.is_event[i] and part.kind != CHANGED:
+            parsed.reject(i, Rejection(BAD_INGEST_STAMP,
+                                       f"{clock_field}={clocks[i]} is more than max_future_ms "
+                                       f"after the wall clock when the batch was planned "
+                                       f"({plan.planned_at_ms})", int(parsed.events[i])))
+        clocks[i] = None
+    if None not in clocks:
+        return np.array(clocks, dtype=np.int64)
+    return np.array(_filled(clocks, plan.planned_at_ms), dtype=np.int64)
+
+
+def _stamp_clock(stamp: object) -> int | None:
+    if type(stamp) is int and _CLOCK_RANGE[0] <= stamp <= _CLOCK_RANGE[1]:
+        return stamp
+    return None if stamp is None else _clock_of(stamp)
 
 
 def part_lines(landing: LandingFolder | Path, plan: Plan, part: FilePart,
                rules: IngestRules) -> list[Line]:
     """:func:`read_part` as lines (Spark's executors read parts this way)."""
     read = read_part(landing, plan, part, rules)
-    return [Line(read.name, read.partition, number, clock, text, verdict)
-            for number, clock, text, verdict in zip(read.numbers, read.clocks, read.texts,
-                                                     read.verdicts, strict=True)]
+    return [Line(read.name, read.partition, number, clock, text, read.parsed.verdict(index))
+            for index, (number, clock, text) in enumerate(zip(
+                read.numbers.tolist(), read.clocks.tolist(), read.texts, strict=True))]
 
 
 def read_lines(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) -> list[Line]:
@@ -351,42 +394,34 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
 def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -> BatchRows:
     """Parts' lines (a landing file's, a Kafka partition's) in arrival order by ``(clock, part,
     line number)``: good records with their ingest time and watermark, bad lines with their
-    reason. A part's ``stamps``, when it has them, go along as the column ``stamp_ms``."""
+    reason. A part's ``stamps``, when it has them, go along as the column ``stamp_ms``.
+
+    Columns throughout: a line's place in the batch is its index into the parts' columns
+    laid end to end, and the arrival order a permutation of those indexes."""
     names = sorted({read.name for read in reads})
     code_of = {name: code for code, name in enumerate(names)}
-    count = sum(len(read.numbers) for read in reads)
-    codes = np.fromiter((code_of[read.name] for read in reads for _ in read.numbers),
-                        dtype=np.int64, count=count)
-    numbers = np.fromiter((n for read in reads for n in read.numbers), dtype=np.int64,
-                          count=count)
-    clocks = np.fromiter((c for read in reads for c in read.clocks), dtype=np.int64,
-                         count=count)
+    sizes = [len(read) for read in reads]
+    count = sum(sizes)
+    starts = np.cumsum([0, *sizes])
+    owner = np.repeat(np.arange(len(reads), dtype=np.int64), sizes)
+    codes = np.repeat(np.array([code_of[read.name] for read in reads], dtype=np.int64), sizes)
+    numbers = _joined([read.numbers for read in reads])
+    clocks = _joined([read.clocks for read in reads])
     order = np.lexsort((numbers, codes, clocks)) if count else np.empty(0, dtype=np.int64)
-    files = [read.name for read in reads for _ in read.numbers]
-    partitions = [read.partition for read in reads for _ in read.numbers]
-    texts = [t for read in reads for t in read.texts]
-    verdicts = [v for read in reads for v in read.verdicts]
-    index = order.tolist()
-    files, partitions = [files[i] for i in index], [partitions[i] for i in index]
-    texts, verdicts = [texts[i] for i in index], [verdicts[i] for i in index]
-    numbers, clocks = numbers[order], clocks[order]
-    stamps = [st for read in reads for st in (read.stamps or [None] * len(read.numbers))]
-    stamps = [stamps[i] for i in index]
     last_ingest = start_state.get("last_ingest_ms", MIN_WATERMARK)
     clocks = np.maximum(clocks, last_ingest)  # the lines' clocks are sorted (see arrive)
-    is_event = np.fromiter((type(v) is ParsedEvent for v in verdicts), dtype=bool, count=count)
-    events = np.fromiter((v.event_time_ms if type(v) is ParsedEvent else 0 for v in verdicts),
-                         dtype=np.int64, count=count)
+    is_event = np.concatenate([read.parsed.is_event for read in reads]) if reads \
+        else np.zeros(0, dtype=bool)
+    events = _joined([read.parsed.events for read in reads])
     out_of_bounds = is_event & ((events > clocks + rules.max_future_ms)
                                 | (events < clocks - rules.max_past_ms))
-    for i in np.flatnonzero(out_of_bounds).tolist():
-        verdicts[i] = check_event_time_bounds(int(events[i]), int(clocks[i]),
-                                              rules.max_future_ms, rules.max_past_ms)
-    good = np.flatnonzero(is_event & ~out_of_bounds)
-    bad = np.flatnonzero(~(is_event & ~out_of_bounds))
+    good_mask = (is_event & ~out_of_bounds)[order]
+    good = order[good_mask]  # batch indexes of the good records, in arrival order
+    bad = order[~good_mask]
     kept = good.tolist()
+    partitions_of = [read.partition for read in reads]
+    good_partitions = [partitions_of[r] for r in owner[good].tolist()]
     start = start_state.get("watermarks")
-    good_partitions = [partitions[i] for i in kept]
     column = watermark_column(rules.watermark, start, good_partitions, events[good],
                               clocks[good])
     if column is not None:
@@ -396,25 +431,32 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         watermarks = ArrivalWatermarks.restore(rules.watermark, start)
         walked = []
         for i, partition in zip(kept, good_partitions, strict=True):
+            read = reads[int(owner[i])]
             walked.append(watermarks.watermark_for(partition, int(clocks[i])))
-            watermarks.observe(partition, int(events[i]), int(clocks[i]), verdicts[i].fields)
+            watermarks.observe(partition, int(events[i]), int(clocks[i]),
+                               read.parsed.verdict(i - int(starts[owner[i]])).fields)
         marks = np.array(walked, dtype=np.int64)
         snapshot, current = watermarks.snapshot(), watermarks.current
     if kept:
         last_ingest = int(clocks[kept[-1]])
-    records = [verdicts[i] for i in kept]
+    keys = [key for read in reads for key in read.parsed.keys]
+    values = [value for read in reads for value in read.parsed.values]
+    texts = [text for read in reads for text in read.texts]
+    stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
     good_rows = {
-        "source_partition": good_partitions, "source_file": [files[i] for i in kept],
-        "line_number": numbers[good], "key": [r.key for r in records],
+        "source_partition": good_partitions,
+        "source_file": [names[c] for c in codes[good].tolist()],
+        "line_number": numbers[good], "key": [keys[i] for i in kept],
         "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
-        "value": [r.value for r in records], "payload": [texts[i] for i in kept],
+        "value": [values[i] for i in kept], "payload": [texts[i] for i in kept],
         "stamp_ms": [stamps[i] for i in kept],
     }
     dropped = bad.tolist()
-    rejections = [verdicts[i] for i in dropped]
+    rejections = [_rejection(reads, owner, starts, i, out_of_bounds, events, clocks, rules)
+                  for i in dropped]
     bad_rows = {
-        "source_partition": [partitions[i] for i in dropped],
-        "source_file": [files[i] for i in dropped], "line_number": numbers[bad],
+        "source_partition": [partitions_of[r] for r in owner[bad].tolist()],
+        "source_file": [names[c] for c in codes[bad].tolist()], "line_number": numbers[bad],
         "ingest_time_ms": clocks[bad], "reason": [r.reason for r in rejections],
         "detail": [r.detail for r in rejections],
         "event_time_ms": [r.event_time_ms for r in rejections],
@@ -423,3 +465,22 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
     return BatchRows(good_rows, bad_rows, state, current)
+
+
+def _joined(columns: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(columns).astype(np.int64, copy=False) if columns \
+        else np.zeros(0, dtype=np.int64)
+
+
+def _rejection(reads: list[PartRead], owner: np.ndarray, starts: np.ndarray, index: int,
+               out_of_bounds: np.ndarray, events: np.ndarray, clocks: np.ndarray,
+               rules: IngestRules) -> Rejection:
+    """Why line ``index`` of the batch is quarantined: its parse's rejection, or an event
+    time too far from its ingest time."""
+    if out_of_bounds[index]:
+        rejection = check_event_time_bounds(int(events[index]), int(clocks[index]),
+                                            rules.max_future_ms, rules.max_past_ms)
+        assert rejection is not None
+        return rejection
+    part = int(owner[index])
+    return reads[part].parsed.rejection(index - int(starts[part]))

@@ -20,7 +20,6 @@ backfill's.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -28,7 +27,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from jobs.days import day_end_ms
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
 
@@ -57,7 +55,7 @@ def batch_lateness(records: pa.Table, ranges: Sequence[tuple[int, int, int]],
     return found
 
 
-def _assignments(event: np.ndarray, watermark: np.ndarray, spec: PipelineSpec
+def assignments(event: np.ndarray, watermark: np.ndarray, spec: PipelineSpec
                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per window position ``k`` (starts ``last_start - k * slide`` while ``> t - size``):
     which records have that window, its end, and which of them are dropped and on time."""
@@ -80,7 +78,7 @@ def _metrics(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
     on_time = late_within = dropped = 0
     late_values: list[np.ndarray] = []
     windows_per_record = np.zeros(len(event), dtype=np.int64)
-    for valid, _, is_dropped, is_on_time in _assignments(event, watermark, spec):
+    for valid, _, is_dropped, is_on_time in assignments(event, watermark, spec):
         dropped += int(is_dropped.sum())
         on_time += int(is_on_time.sum())
         late_within += int((valid & ~is_dropped & ~is_on_time).sum())
@@ -88,22 +86,23 @@ def _metrics(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
         late_values.append(np.maximum(0, watermark[late] - event[late]))
         windows_per_record += valid
     lag_of = known & (windows_per_record > 0)
+    late = np.concatenate(late_values)
     return {"on_time": on_time, "late_within_lateness": late_within, "dropped_late": dropped,
-            **_distribution(np.concatenate(late_values), ingest[lag_of] - watermark[lag_of],
-                            windows_per_record[lag_of])}
+            **distribution(late, np.ones(len(late), np.int64),
+                           ingest[lag_of] - watermark[lag_of], windows_per_record[lag_of])}
 
 
-def _distribution(lateness: np.ndarray, lags: np.ndarray, lag_weights: np.ndarray
-                  ) -> dict[str, Any]:
-    """``lateness_columns``: the late assignments' lateness, the assignments' watermark lag
-    (each lag counted ``lag_weights`` times)."""
-    late_p = exact_percentiles(lateness, np.ones(len(lateness), np.int64), PERCENTILES)
-    lag_p = exact_percentiles(lags, lag_weights, (0.5,))
+def distribution(late_values: np.ndarray, late_counts: np.ndarray, lags: np.ndarray,
+                 lag_counts: np.ndarray) -> dict[str, Any]:
+    """``lateness_columns``: the late assignments' lateness (each value counted
+    ``late_counts`` times), the assignments' watermark lag (each ``lag_counts`` times)."""
+    late_p = exact_percentiles(late_values, late_counts, PERCENTILES)
+    lag_p = exact_percentiles(lags, lag_counts, (0.5,))
     return {
         "lateness_p50_ms": spark_round(late_p[0] if late_p else 0.0),
         "lateness_p95_ms": spark_round(late_p[1] if late_p else 0.0),
         "lateness_p99_ms": spark_round(late_p[2] if late_p else 0.0),
-        "lateness_max_ms": int(lateness.max()) if len(lateness) else 0,
+        "lateness_max_ms": int(late_values.max()) if len(late_values) else 0,
         "watermark_lag_p50_ms": spark_round(lag_p[0]) if lag_p else None,
         "watermark_lag_max_ms": int(lags.max()) if len(lags) else None,
     }
@@ -113,51 +112,13 @@ def day_lateness(records: pa.Table, quarantined_ingest_ms: np.ndarray, spec: Pip
                  time_zone: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
     """``late_data_metrics`` rows of the days ``[first_day, last_day]`` (``window_end_date``
     in ``time_zone``): the fates and lateness of ``records``' assignments whose window ends
-    that day, and the quarantined lines ingested that day; a day with neither has no row."""
-    first, last = dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day)
-    days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
-    # the starts of the days (first_day's, then each next day's) in the zone, as epoch ms
-    bounds = np.array([day_end_ms(first - dt.timedelta(days=1), time_zone)]
-                      + [day_end_ms(day, time_zone) for day in days], dtype=np.int64)
+    that day, and the quarantined lines ingested that day; a day with neither has no row.
+    The live sink keeps these as running tallies (jobs/live/day_tallies.py)."""
+    from jobs.live.day_tallies import day_rows
 
-    def day_index(ms: np.ndarray) -> np.ndarray:
-        """The index in ``days`` of each instant's day; -1 or ``len(days)`` outside."""
-        return np.searchsorted(bounds, ms, side="right") - 1
-
-    event = records.column("event_time_ms").to_numpy()
-    ingest = records.column("ingest_time_ms").to_numpy()
-    watermark = records.column("watermark_ms").to_numpy()
-    known = watermark != MIN_WATERMARK
-    counts = np.zeros((3, len(days)), dtype=np.int64)  # on time, late within, dropped
-    late_days, late_values, lag_days, lag_values = [], [], [], []
-    for valid, max_ts, dropped, on_time in _assignments(event, watermark, spec):
-        index = day_index(max_ts)
-        inside = valid & (index >= 0) & (index < len(days))
-        for row, fate in enumerate((on_time, valid & ~dropped & ~on_time, dropped)):
-            counts[row] += np.bincount(index[inside & fate], minlength=len(days))
-        late = inside & known & ~on_time
-        late_days.append(index[late])
-        late_values.append(np.maximum(0, watermark[late] - event[late]))
-        lagged = inside & known
-        lag_days.append(index[lagged])
-        lag_values.append(ingest[lagged] - watermark[lagged])
-    late_days, late_values = np.concatenate(late_days), np.concatenate(late_values)
-    lag_days, lag_values = np.concatenate(lag_days), np.concatenate(lag_values)
-    quarantine_days = day_index(np.asarray(quarantined_ingest_ms, dtype=np.int64))
-    quarantined = np.bincount(quarantine_days[(quarantine_days >= 0)
-                                             & (quarantine_days < len(days))],
-                              minlength=len(days))
-    rows = []
-    for i, day in enumerate(days):
-        if not counts[:, i].any() and not quarantined[i]:
-            continue
-        lags = lag_values[lag_days == i]
-        rows.append({"window_end_date": day, "on_time": int(counts[0, i]),
-                     "late_within_lateness": int(counts[1, i]),
-                     "dropped_late": int(counts[2, i]), "quarantined": int(quarantined[i]),
-                     **_distribution(late_values[late_days == i], lags,
-                                     np.ones(len(lags), np.int64))})
-    return rows
+    event, ingest, watermark = (records.column(name).to_numpy() for name in COLUMNS[1:])
+    return day_rows(event, ingest, watermark, quarantined_ingest_ms, spec, time_zone,
+                    first_day, last_day)
 
 
 def exact_percentiles(values: np.ndarray, weights: np.ndarray, percentages: Sequence[float]

@@ -44,7 +44,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,12 +52,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from jobs import fast_writes, storage, tables
-from jobs.days import DAY_MS, day_start_utc_ms, reach_bounds
 from jobs.delta_io import (
     append_idempotent,
     read_table_or_none,
 )
 from jobs.live import lateness
+from jobs.live.day_tallies import DayTallies
 from jobs.live.fanout import pipeline_rows
 from jobs.registry import Pipeline
 from jobs.storage import Files
@@ -143,6 +142,7 @@ class PipelineSink:
         self._lock = threading.Lock()
         self.flush_seconds = 0.0
         self._day_schemas: dict[bool, pa.Schema] = {}
+        self._day_tallies: DayTallies | None = None
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
         self.files = Files(self.spark)
@@ -481,25 +481,15 @@ class PipelineSink:
     def _standard_day_metrics(self, first_day: str, last_day: str) -> pa.Table:
         """The days' metrics of a standard-window pipeline, as the backfill computes them, from
         the whole log (not just what the stream has seen: a backfill running at the same time
-        writes these days from the whole log, and no writer may leave them older), with numpy
-        (jobs/live/lateness.py); in the schema of Spark's computation."""
-        spec, zone = self.pipeline.spec, self.pipeline.time_zone
-        log_path = self.pipeline.table_path(tables.ARRIVAL_LOG)
-        low, high = reach_bounds(first_day, last_day, spec.window)
-        records = fast_writes.read_columns(
-            log_path, lateness.COLUMNS[1:],
-            (pc.field("event_time_ms") >= low) & (pc.field("event_time_ms") <= high))
-        quarantine_path = self.pipeline.table_path(tables.QUARANTINE)
-        exists = fast_writes.table_exists(quarantine_path)
-        ingested = np.empty(0, np.int64)
-        if exists:  # the lines ingested on these days (a day of margin for any time zone)
-            first, last = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
-            ingested = fast_writes.read_columns(
-                quarantine_path, ["ingest_time_ms"],
-                (pc.field("ingest_time_ms") >= first - DAY_MS)
-                & (pc.field("ingest_time_ms") < last + 2 * DAY_MS)
-            ).column("ingest_time_ms").to_numpy()
-        rows = lateness.day_lateness(records, ingested, spec, zone, first_day, last_day)
+        writes these days from the whole log, and no writer may leave them older), from
+        running per-day tallies (jobs/live/day_tallies.py: each flush reads only what the log
+        gained since the last one); in the schema of Spark's computation."""
+        if self._day_tallies is None:
+            self._day_tallies = DayTallies(self.pipeline.spec, self.pipeline.time_zone,
+                                           self.pipeline.table_path(tables.ARRIVAL_LOG),
+                                           self.pipeline.table_path(tables.QUARANTINE))
+        rows = self._day_tallies.rows(first_day, last_day)
+        exists = fast_writes.table_exists(self.pipeline.table_path(tables.QUARANTINE))
         return pa.Table.from_pylist(rows, self._day_metrics_schema(exists))
 
     def _day_metrics_schema(self, with_quarantine: bool) -> pa.Schema:

@@ -9,10 +9,19 @@ from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, packed, unpack
+from jobs.runtime.packing import (
+    BATCH_BYTES_SETTING,
+    PACKED_COLUMN,
+    PACKED_WATERMARK,
+    UNSIZED,
+    packed,
+    rows_only_arrow_batches,
+    unpack,
+)
 
 SCHEMA = pa.schema([("key", pa.string()), ("arrival_seq", pa.int64()),
                     ("watermark_ms", pa.int64()), ("value", pa.decimal128(38, 9)),
@@ -64,3 +73,24 @@ def test_a_buckets_packs_from_several_partitions_unpack_together():
     assert got["key"].tolist() == ["a", "b"]
     assert got["value"].tolist() == [Decimal("1.5"), None]
     assert packs[PACKED_WATERMARK].tolist() == [5, 7]
+
+
+@pytest.mark.spark
+def test_a_narrow_stream_starts_with_batches_cut_by_rows_only(spark):
+    """The byte limit is lifted only while a narrow stream starts, and put back as it was
+    (unset, or the user's own value); a stream with payloads keeps it."""
+    setting = BATCH_BYTES_SETTING
+    default = spark.conf.get(setting)
+    with rows_only_arrow_batches(spark, narrow=True):
+        assert spark.conf.get(setting) == UNSIZED
+    assert spark.conf.get(setting) == default
+    with rows_only_arrow_batches(spark, narrow=False):
+        assert spark.conf.get(setting) == default
+    spark.conf.set(setting, "1048576")
+    try:
+        with pytest.raises(RuntimeError), rows_only_arrow_batches(spark, narrow=True):
+            assert spark.conf.get(setting) == UNSIZED
+            raise RuntimeError("the query failed to start")
+        assert spark.conf.get(setting) == "1048576"
+    finally:
+        spark.conf.unset(setting)

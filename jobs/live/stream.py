@@ -41,7 +41,7 @@ from jobs.progress import heartbeat
 from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
-from jobs.runtime.packing import PACKED_WATERMARK, pack_by_bucket
+from jobs.runtime.packing import PACKED_WATERMARK, pack_by_bucket, rows_only_arrow_batches
 from jobs.settings import SettingsError
 from jobs.streams import Stream
 from jobs.windows.vectorised import field_column
@@ -261,7 +261,10 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     else:
         writer = writer.trigger(processingTime=trigger)
     name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
-    return writer.queryName(f"eventtime_live_{stream.name}_{name}").start(), sink
+    narrow = all(spec.is_standard_window for spec in specs)  # no payload (stream_input)
+    with rows_only_arrow_batches(spark, narrow):
+        query = writer.queryName(f"eventtime_live_{stream.name}_{name}").start()
+    return query, sink
 
 
 def run_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None, *,

@@ -148,7 +148,10 @@ class PipelineSink:
         self.files = Files(self.spark)
         self.folder = storage.join(self.checkpoint, "platform", "batches", self.key) \
             if self.checkpoint else None
-        self.last_flush = time.monotonic()
+        # the first batch with output is flushed at once: the metrics show up as the stream
+        # starts, and the per-day tallies (jobs/live/day_tallies.py) read the days whole
+        # while the log is at its smallest
+        self.last_flush = float("-inf")
         if self.folder:  # batches a crash left unflushed
             for name in self.files.names(self.folder, ".json"):
                 self.pending.append(json.loads(self.files.read_text(

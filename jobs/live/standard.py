@@ -9,10 +9,12 @@ Python per record): assign the batch's records to windows, classify them by thei
 watermark, fold them into the table, emit the panes whose count changed, drop the windows past
 cleanup. Late records (dropped) are emitted as they come.
 
-Aggregates are exact: decimals become integers of nanounits (``value * 10**9``, Python
-integers, unbounded), summed and compared exactly, and turned back into ``DECIMAL(38, 9)``
-values when a pane is emitted; ``mean`` is the exact sum as the nearest double divided by the
-count, as Spark computes it.
+Aggregates are exact: decimals become integers of nanounits (``value * 10**9``), summed and
+compared exactly, and turned back into ``DECIMAL(38, 9)`` values when a pane is emitted. The
+state holds them as Python integers (unbounded); a batch's values that came unpacked as 64-bit
+nanounits (jobs/runtime/packing.py) are summed with numpy when no sum of them can leave 64
+bits, as ``Decimal`` values are not. ``mean`` is the exact sum as the nearest double divided
+by the count, as Spark computes it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,34 @@ def _nanounits(values: np.ndarray) -> np.ndarray:
     """Exact decimals (or None) as Python integers of 10**-9 units (or None)."""
     return np.array([None if v is None or v != v else int(_CONTEXT.scaleb(v, SCALE))
                      for v in values], dtype=object)
+
+
+def _units_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A column's values as integers of nanounits and which are present. A column unpacked
+    as ``Int64`` nanounits (jobs/runtime/packing.py) stays int64 when no sum of its values
+    can leave 64 bits; otherwise Python integers (object), as from ``Decimal`` values."""
+    if isinstance(column.dtype, pd.Int64Dtype):
+        present = column.notna().to_numpy()
+        raw = column.to_numpy(dtype="int64", na_value=0)
+        if not len(raw) or int(np.abs(raw).max()) < _INT64_SUM_BOUND // len(raw):
+            return raw, present
+        return np.array([int(u) if p else None for u, p in zip(raw.tolist(), present,
+                                                                strict=True)],
+                        dtype=object), present
+    units = _nanounits(column.to_numpy(dtype=object))
+    return units, np.array([u is not None for u in units], dtype=bool)
+
+
+_INT64_SUM_BOUND = 2**63 - 1
+
+
+def _as_decimals(column: pd.Series) -> np.ndarray:
+    """Values for the output's ``DECIMAL(38, 9)``: ``Decimal`` (or None) either way."""
+    if isinstance(column.dtype, pd.Int64Dtype):
+        return np.array([None if u is None else _decimal(u)
+                         for u in column.astype(object).where(column.notna(), None)],
+                        dtype=object)
+    return column.to_numpy()
 
 
 def _decimal(units: Any) -> Decimal | None:
@@ -180,7 +210,8 @@ class StandardWindows:
             "arrival_seq": late["arrival_seq"].to_numpy(),
             "event_time_ms": late["event_time_ms"].to_numpy(),
             "ingest_time_ms": late["ingest_time_ms"].to_numpy(),
-            "watermark_ms": late["watermark_ms"].to_numpy(), "value": late["value"].to_numpy()})
+            "watermark_ms": late["watermark_ms"].to_numpy(),
+            "value": _as_decimals(late["value"])})
         return frame.reindex(columns=self.columns).astype(self.dtypes)
 
     def _fold(self, kept: pd.DataFrame, on_time: np.ndarray) -> None:
@@ -198,16 +229,21 @@ class StandardWindows:
                     kept[source].fillna(False).to_numpy(dtype=bool).astype("int64")
                 sums[f"n_{spec.name}"] = "sum"
                 continue
-            units = _nanounits(kept[source].to_numpy(dtype=object))
-            present = np.array([u is not None for u in units], dtype=bool)
+            units, present = _units_of(kept[source])
             if spec.fn in ("sum", "mean"):
                 batch[f"n_{spec.name}"] = present.astype("int64")
                 batch[f"s_{spec.name}"] = np.where(present, units, 0)
                 sums[f"n_{spec.name}"] = "sum"
                 sums[f"s_{spec.name}"] = "sum"
             else:
+                if units.dtype != object:
+                    units = np.array([int(u) if p else None for u, p in
+                                      zip(units.tolist(), present, strict=True)], dtype=object)
                 extremes[f"s_{spec.name}"] = (spec.fn, units)
         grouped = batch.groupby(list(KEY_COLUMNS), sort=False).agg(sums).reset_index()
+        for column in sums:  # the state holds Python integers (unbounded), never int64 sums
+            if column.startswith("s_") and grouped[column].dtype != object:
+                grouped[column] = np.array(grouped[column].tolist(), dtype=object)
         for column, (function, units) in extremes.items():
             grouped[column] = _exact_extremes(batch, grouped, units, function)
         merged = self.state.merge(grouped, on=list(KEY_COLUMNS), how="outer",

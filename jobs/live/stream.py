@@ -238,7 +238,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
             .groupBy(BUCKET_COLUMN)
             .transformWithStateInPandas(
                 statefulProcessor=BucketProcessor(
-                    lambda: PipelineEngines(keys, specs, source), packed=True),
+                    lambda: PipelineEngines(keys, specs, source), packed=True,
+                    decimals_as_units=all(spec.is_standard_window for spec in specs)),
                 outputStructType=stream_output_schema(specs),
                 outputMode="Append", timeMode="EventTime"))
     names = [p.name for p in pipelines]

@@ -83,9 +83,13 @@ class BucketProcessor(StatefulProcessor):
     """Runs an engine per bucket and call; keeps its blob and its one timer in Spark.
     ``packed``: the input rows are packs of records (jobs/runtime/packing.py)."""
 
-    def __init__(self, make_engine: Callable[[], BucketEngine], packed: bool = False) -> None:
+    def __init__(self, make_engine: Callable[[], BucketEngine], packed: bool = False,
+                 decimals_as_units: bool = False) -> None:
         self.make_engine = make_engine
         self.packed = packed
+        # packed exact decimals as integers of nanounits where they fit (``unpack``): only
+        # for engines that take them (the standard windows')
+        self.decimals_as_units = decimals_as_units
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -122,7 +126,7 @@ class BucketProcessor(StatefulProcessor):
         if self.packed:
             from jobs.runtime.packing import unpack
 
-            frame = unpack(frame)
+            frame = unpack(frame, self.decimals_as_units)
         timer = self._load()
         yield from self._save(timer, self.engine.process(frame))
 

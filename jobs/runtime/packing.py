@@ -110,7 +110,44 @@ def packed(batches: Sequence[pa.RecordBatch], bucket: str, watermark: str) -> pa
                             PACKED_COLUMN: blobs})
 
 
-def unpack(frame: pd.DataFrame) -> pd.DataFrame:
-    """The records of a bucket's packed rows, as one frame."""
+def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame:
+    """The records of a bucket's packed rows, as one frame. With ``decimals_as_units``, a
+    ``DECIMAL(38, 9)`` column whose values all fit 64 bits comes as exact integers of
+    nanounits (``Int64``: the decimal's own unscaled integer, read from Arrow's buffer), not
+    one Python ``Decimal`` per value (jobs/live/standard.py folds them with numpy)."""
     tables = [pa.ipc.open_stream(blob).read_all() for blob in frame[PACKED_COLUMN]]
-    return pa.concat_tables(tables).to_pandas()
+    table = pa.concat_tables(tables)
+    units = {}
+    if decimals_as_units:
+        for index, field in enumerate(table.schema):
+            if pa.types.is_decimal128(field.type) and field.type.scale == SCALE:
+                found = nanounits(table.column(index))
+                if found is not None:
+                    units[field.name] = found
+    data = table.drop_columns(list(units)).to_pandas() if units else table.to_pandas()
+    for name, column in units.items():
+        data[name] = column
+    return data[table.column_names] if units else data
+
+
+SCALE = 9
+"""The scale of the platform's exact decimals (``DECIMAL(38, 9)``)."""
+
+
+def nanounits(column: pa.ChunkedArray | pa.Array) -> pd.arrays.IntegerArray | None:
+    """A ``DECIMAL(38, 9)`` column's unscaled integers (the value times 10**9, exactly), or
+    ``None`` when some value needs more than 64 bits. An Arrow decimal is a 128-bit two's
+    complement integer, low word first; it fits 64 bits when its high word is the low
+    word's sign."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(array, pa.ChunkedArray):  # no chunks at all
+        array = pa.array([], array.type)
+    count = len(array)
+    data = array.buffers()[1]
+    words = np.frombuffer(data, dtype="<i8") if data is not None else np.empty(0, "<i8")
+    words = words[2 * array.offset:2 * (array.offset + count)].reshape(count, 2)
+    low, high = words[:, 0].astype(np.int64), words[:, 1]
+    missing = array.is_null().to_numpy(zero_copy_only=False)
+    if not ((high == (low >> 63)) | missing).all():
+        return None
+    return pd.arrays.IntegerArray(np.where(missing, 0, low), missing)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -56,6 +57,7 @@ from jobs.streams.landing.batch import (
     PartRead,
     arrival_rows,
 )
+from jobs.streams.landing.fast_parse import ParsedLines
 from jobs.streams.landing.log import Commit, IngestLog
 from jobs.streams.landing.parsing import (
     ParsedEvent,
@@ -378,21 +380,14 @@ class KafkaIngestor:
         the ingest clock is the record's timestamp, kept non-decreasing."""
         count = part.num_rows
         stamps = part.column("stamp").to_numpy()
-        jvm = part.column("jvm_event").to_numpy(zero_copy_only=False)
-        verdicts: list[ParsedEvent | Rejection | None] = [None] * count
-        texts: list[str] = [""] * count
-        if jvm.any():
-            rows = np.flatnonzero(jvm).tolist()
-            keys = part.column("jvm_key").to_pylist()
-            times = part.column("jvm_time_ms").to_pylist()
-            values = part.column("jvm_value").to_pylist()
-            jvm_texts = part.column("jvm_text").to_pylist()
-            for i in rows:
-                key, event_time, value = keys[i], times[i], values[i]
-                verdicts[i] = ParsedEvent(key=key, event_time_ms=event_time, value=value,
-                                          fields={"key": key, "event_time": event_time,
-                                                  "value": value})
-                texts[i] = jvm_texts[i]
+        jvm = part.column("jvm_event").to_numpy(zero_copy_only=False).astype(bool)
+        # the JVM's plain good events as columns (no Python object per record)
+        keys = part.column("jvm_key").to_pylist()
+        events = pc.fill_null(part.column("jvm_time_ms"), 0).to_numpy().astype(np.int64)
+        values = part.column("jvm_value").to_pylist()
+        texts = [text if text is not None else "" for text in
+                 part.column("jvm_text").to_pylist()]
+        judged: dict[int, ParsedEvent | Rejection] = {}
         others = np.flatnonzero(~jvm)
         if len(others):  # only these rows' values and keys come to Python
             for i, (text, verdict) in zip(others.tolist(), python_verdicts(
@@ -400,27 +395,34 @@ class KafkaIngestor:
                     part.column("key").take(others).to_pylist(),
                     stamps[others].tolist(), self.rules, self.kafka.key,
                     self.kafka.event_time), strict=True):
-                texts[i], verdicts[i] = text, verdict
+                texts[i], judged[i] = text, verdict
+        parsed = ParsedLines(jvm.copy(), keys, events, values,
+                             {name: [None] * count for name in self.rules.parser.extras},
+                             judged)
+        for i, verdict in judged.items():
+            if type(verdict) is ParsedEvent:
+                parsed.is_event[i] = True
+                parsed.keys[i], parsed.events[i], parsed.values[i] = \
+                    verdict.key, verdict.event_time_ms, verdict.value
+                for name, column in parsed.extras.items():
+                    column[i] = verdict.fields.get(name)
         limit = plan.planned_at_ms + self.rules.max_future_ms
         trusted = (stamps >= _CLOCK_RANGE[0]) & (stamps <= _CLOCK_RANGE[1])
-        for i in np.flatnonzero(trusted & (stamps > limit)).tolist():
-            verdict = verdicts[i]
-            if type(verdict) is ParsedEvent:
-                verdicts[i] = Rejection(BAD_INGEST_STAMP,
-                                        f"the record's timestamp {int(stamps[i])} is more than "
-                                        "max_future_ms after the wall clock when the batch "
-                                        f"was planned ({plan.planned_at_ms})",
-                                        verdict.event_time_ms)
+        for i in np.flatnonzero(trusted & (stamps > limit) & parsed.is_event).tolist():
+            parsed.reject(i, Rejection(BAD_INGEST_STAMP,
+                                       f"the record's timestamp {int(stamps[i])} is more than "
+                                       "max_future_ms after the wall clock when the batch "
+                                       f"was planned ({plan.planned_at_ms})",
+                                       int(parsed.events[i])))
         used = trusted & (stamps <= limit)
         # non-decreasing in offset order; a record without a usable stamp takes the previous
         # record's clock, else the next one's, else the batch's planning time
         running = np.maximum.accumulate(np.where(used, stamps, _NO_CLOCK))
         first = int(stamps[used][0]) if used.any() else plan.planned_at_ms
         clocks = np.where(running == _NO_CLOCK, first, running)
-        return PartRead.from_verdicts(f"{topic}/{number}", f"{topic}-{number}",
-                                      part.column("offset").to_pylist(), texts,
-                                      clocks.tolist(), verdicts,  # type: ignore[arg-type]
-                                      stamps.tolist())
+        return PartRead(f"{topic}/{number}", f"{topic}-{number}",
+                        part.column("offset").to_numpy().astype(np.int64), texts,
+                        clocks.astype(np.int64), parsed, stamps.tolist())
 
     def _gap(self, plan: KafkaPlan, name: str, span: list[int]) -> PartRead:
         topic, number = _split(name)

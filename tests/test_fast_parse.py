@@ -18,6 +18,9 @@ from tests.depth import examples
 from tests.faults.test_bad_input import records
 
 PARSER = FastParser(300, ("received_at", "mark"))
+CHUNKED = [FastParser(300, ("received_at", "mark"), chunk_lines=size) for size in (1, 2, 5)]
+"""After a failing line the rest is decoded in chunks: small ones, so the batches here span
+several."""
 DECIMAL = pa.decimal128(38, 9)
 LINES = st.one_of(
     st.text(max_size=120),
@@ -49,10 +52,10 @@ def _same(fast, slow) -> None:
 
 
 @settings(max_examples=examples(600), deadline=None)
-@given(st.lists(LINES, min_size=1, max_size=12))
-def test_a_batch_of_any_lines_parses_as_each_line_alone(lines):
-    """One ``decode_lines`` over the batch, resumed after every line it cannot take."""
-    fast = PARSER.parse_many(lines)
+@given(st.lists(LINES, min_size=1, max_size=24), st.sampled_from([PARSER, *CHUNKED]))
+def test_a_batch_of_any_lines_parses_as_each_line_alone(lines, parser):
+    """One ``decode_lines`` over the batch, resumed in chunks after a line it cannot take."""
+    fast = parser.parse_many(lines)
     assert len(fast) == len(lines)
     for line, result in zip(lines, fast, strict=True):
         _same(result, parse_line(line, 300))

@@ -43,8 +43,10 @@ class FastParser:
     """``parse_line`` for many lines at once; ``extra_fields`` are the record's fields ingest
     reads besides key, event time and value (the ingest clock's, a punctuated watermark's)."""
 
-    def __init__(self, max_line_bytes: int, extra_fields: Iterable[str | None] = ()) -> None:
+    def __init__(self, max_line_bytes: int, extra_fields: Iterable[str | None] = (),
+                 chunk_lines: int = 64) -> None:
         self.max_line_bytes = max_line_bytes
+        self.chunk_lines = chunk_lines
         names = list(dict.fromkeys(["key", "event_time", "value",
                                     *(f for f in extra_fields if f)]))
         self.names = names
@@ -126,36 +128,40 @@ class FastParser:
 
     def _records(self, lines: list[str]) -> list[Any]:
         """Each line decoded, or ``None`` where it is not valid JSON of an object (those go
-        to ``parse_line``): one ``decode_lines`` over all, resumed after a failing line."""
+        to ``parse_line``): one ``decode_lines`` over all; after a line it cannot take, the
+        rest in chunks of ``chunk_lines``, so that the lines before the next failing one are
+        decoded again only back to their chunk's start (not back to the last failure: a
+        part with a bad line every 200 decoded most of its lines twice)."""
         if not lines:
             return []
+        count = len(lines)
         starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
         joined = memoryview("\n".join(lines).encode("ascii"))  # slices without copies
-        found: list[Any] = [None] * len(lines)
-        begin = 0
-        while begin < len(lines):
+        found: list[Any] = [None] * count
+        begin, chunk = 0, count
+        while begin < count:
+            end = min(count, begin + chunk)
             try:
-                decoded = self._decode_lines(joined[starts[begin]:])
+                decoded = self._decode_lines(joined[starts[begin]:starts[end] - 1])
             except (msgspec.DecodeError, msgspec.ValidationError) as error:
                 failed = self._failing_line(str(error), begin, starts)
-                if failed is None:  # no position given: one line at a time from here
-                    for index in range(begin, len(lines)):
-                        found[index] = self._one(lines[index])
-                    return found
-                if failed > begin:
-                    found[begin:failed] = self._lines_between(joined, starts, begin, failed)
-                begin = failed + 1
+                if failed is None or failed >= end:  # no usable position: one at a time
+                    found[begin:end] = [self._one(lines[i]) for i in range(begin, end)]
+                    begin = end
+                else:
+                    if failed > begin:
+                        found[begin:failed] = self._lines_between(joined, starts, begin, failed)
+                    begin = failed + 1  # the failing line goes to ``parse_line``
+                chunk = self.chunk_lines
                 continue
             except RecursionError:
-                for index in range(begin, len(lines)):
-                    found[index] = self._one(lines[index])
-                return found
-            if len(decoded) != len(lines) - begin:  # a line held two values: be careful
-                for index in range(begin, len(lines)):
-                    found[index] = self._one(lines[index])
-                return found
-            found[begin:] = decoded
-            return found
+                found[begin:end] = [self._one(lines[i]) for i in range(begin, end)]
+            else:
+                if len(decoded) == end - begin:
+                    found[begin:end] = decoded
+                else:  # a line held two values: be careful
+                    found[begin:end] = [self._one(lines[i]) for i in range(begin, end)]
+            begin = end
         return found
 
     def _lines_between(self, joined: memoryview, starts: list[int], begin: int,

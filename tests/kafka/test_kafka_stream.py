@@ -198,6 +198,13 @@ def test_a_partition_added_while_running_joins_without_moving_the_watermark_back
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     for future in admin.create_partitions([NewPartitions("growing", 2)]).values():
         future.result(30)
+    # the controller has the partition; wait until the broker's metadata, which planning
+    # reads, has it too (on a busy machine it lagged, and the next batch, not this one,
+    # took the new partition's record)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics("growing", timeout=10).topics["growing"].partitions) < 2:
+        assert time.monotonic() < deadline, "the broker never showed the new partition"
+        time.sleep(0.1)
     _produce(broker, "growing", [(1, _line("b", START), START + 60_000, None),
                                  (0, _line("a", START + 70_000), START + 70_000, None)])
     ingest(spark, stream, **QUIET)

@@ -101,3 +101,21 @@ def test_a_flush_reads_only_what_the_log_gained():
                            version=1)
         assert [r["on_time"] for r in tallies.rows(day, day)] == [3]
         assert tallies.through_seq == 2
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 3), st.integers(-(2**62), 2**62)), max_size=40),
+       st.booleans())
+def test_a_histogram_counts_each_distinct_value(values, weighted):
+    """Dense ranges are counted without a sort, wide ones sorted: both are the Counter."""
+    from collections import Counter
+
+    from jobs.live.lateness import histogram
+
+    array = np.array(values, dtype=np.int64)
+    weights = np.arange(1, len(values) + 1, dtype=np.int64) if weighted else None
+    expected = Counter()
+    for index, value in enumerate(values):
+        expected[value] += index + 1 if weighted else 1
+    distinct, counts = histogram(array, weights)
+    assert list(zip(distinct.tolist(), counts.tolist(), strict=True)) == sorted(expected.items())

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.days import DAY_MS, day_end_ms, day_start_utc_ms, days_between, reach_bounds
+from jobs.live.lateness import histogram
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
 
@@ -68,22 +69,13 @@ class DayTally:
                                self.lag_counts)}
 
 
-def _histogram(values: np.ndarray, weights: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-    if not len(values):
-        return _EMPTY, _EMPTY
-    distinct, inverse = np.unique(values, return_inverse=True)
-    counts = np.bincount(inverse, weights=weights, minlength=len(distinct))
-    return distinct.astype(np.int64), counts.astype(np.int64)
-
-
 def _merged(values: np.ndarray, counts: np.ndarray, more: np.ndarray, more_counts: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     if not len(more):
         return values, counts
     if not len(values):
         return more, more_counts
-    return _histogram(np.concatenate([values, more]), np.concatenate([counts, more_counts]))
+    return histogram(np.concatenate([values, more]), np.concatenate([counts, more_counts]))
 
 
 def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
@@ -131,8 +123,8 @@ def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
     for i, day in enumerate(every):
         if day in wanted:
             found[day] = DayTally(counts[:, i].copy(), int(quarantined[i]),
-                                  *_histogram(late_value[late_day == i]),
-                                  *_histogram(lag_value[lag_day == i]))
+                                  *histogram(late_value[late_day == i]),
+                                  *histogram(lag_value[lag_day == i]))
     return found
 
 

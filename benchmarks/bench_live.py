@@ -226,9 +226,12 @@ class Run:
             else float("nan")
 
     def kept_up(self, rate: int) -> bool:
-        """Processed at least 95 % of the offered rate, the backlog not growing by more than
-        5 % of it."""
-        return self.steady_rate >= 0.95 * rate and self.backlog_growth <= 0.05 * rate
+        """The backlog (landed minus processed, sampled every second) not growing by more than
+        5 % of the offered rate. Not the processed rate against the offered one: over the
+        measured period the producer itself may land less than offered, and one commit more
+        or less at its edge moves the processed rate by a batch, so plain Spark at 40,000 with
+        a shrinking backlog once counted as behind (37,871 events/s, 94.7 %)."""
+        return self.backlog_growth <= 0.05 * rate
 
     def line(self) -> str:
         overhead = statistics.median(self.small_batch_seconds) if self.small_batch_seconds \

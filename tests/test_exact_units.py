@@ -111,7 +111,7 @@ def _outputs(spec, frame: pd.DataFrame, sizes: list[int], as_units: bool) -> lis
                    for row in joined.itertuples(index=False, name=None)), key=repr)
 
 
-@settings(max_examples=examples(60), deadline=None,
+@settings(max_examples=examples(30), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), st.sampled_from(SPECS))
 def test_the_engine_emits_the_same_rows_from_nanounits_as_from_decimals(stream, raw):

@@ -128,3 +128,15 @@ def test_a_column_that_fits_comes_as_nanounits():
     assert isinstance(unpacked.value.dtype, pd.Int64Dtype)
     assert unpacked.value.tolist()[0] == 1_500_000_000 and pd.isna(unpacked.value[1])
     assert list(unpacked.columns) == list(_call(frame, False).columns)
+
+
+def test_a_sum_down_to_minus_two_to_the_63_nanounits_stays_exact():
+    """-2**63 nanounits fits 64 bits but its magnitude does not (numpy's abs of it is itself):
+    one more nanounit below it must not wrap around to a large positive sum."""
+    frame = pd.DataFrame({"key": ["a", "a"], "arrival_seq": [0, 1], "event_time_ms": [1, 2],
+                          "ingest_time_ms": [1, 2], "watermark_ms": [MIN_WATERMARK] * 2,
+                          "value": [Decimal("-0.000000001"), Decimal("-9223372036.854775808")]})
+    spec = parse_pipeline({"source": "events", **SPECS[0]})
+    rows = _outputs(spec, frame, [2], True)
+    assert rows == _outputs(spec, frame, [2], False)
+    assert Decimal("-9223372036.854775809") in rows[0]

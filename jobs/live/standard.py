@@ -59,7 +59,8 @@ def _units_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(column.dtype, pd.Int64Dtype):
         present = column.notna().to_numpy()
         raw = column.to_numpy(dtype="int64", na_value=0)
-        if not len(raw) or int(np.abs(raw).max()) < _INT64_SUM_BOUND // len(raw):
+        # the largest magnitude in Python integers: numpy's abs(-2**63) is -2**63 again
+        if not len(raw) or max(int(raw.max()), -int(raw.min())) < _INT64_SUM_BOUND // len(raw):
             return raw, present
         return np.array([int(u) if p else None for u, p in zip(raw.tolist(), present,
                                                                 strict=True)],

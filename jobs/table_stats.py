@@ -61,7 +61,12 @@ def column_ranges(table_path: str, columns: tuple[str, ...],
                   version: int | None = None) -> dict[str, tuple] | None:
     """``{column: (min, max)}`` over the live files of the table (at ``version``), or ``None``
     when it has no rows or a file lacks statistics for one of them (then ask Spark)."""
-    actions = _actions(table_path, version)
+    return ranges_in(_actions(table_path, version), columns)
+
+
+def ranges_in(actions: pa.Table | None, columns: tuple[str, ...]) -> dict[str, tuple] | None:
+    """:func:`column_ranges` from a snapshot's add actions already read
+    (``DeltaTable.get_add_actions(flatten=True)``)."""
     if actions is None or not actions.num_rows:
         return None
     ranges = {}

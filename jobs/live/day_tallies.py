@@ -233,13 +233,14 @@ def _snapshot(path: str, position: str) -> tuple[Any, int | None]:
     from deltalake import DeltaTable
 
     from jobs import fast_writes
-    from jobs.table_stats import column_ranges
+    from jobs.table_stats import ranges_in
 
     if not fast_writes.table_exists(path):
         return None, None
     table = DeltaTable(fast_writes.delta_uri(path))
     dataset = table.to_pyarrow_dataset()
-    ranges = column_ranges(path, (position,), version=table.version())
+    # the same snapshot's file statistics (not a second read of the Delta log)
+    ranges = ranges_in(pa.table(table.get_add_actions(flatten=True)), (position,))
     if ranges is not None:
         return dataset, int(ranges[position][1])
     values = dataset.to_table(columns=[position]).column(position)  # no statistics

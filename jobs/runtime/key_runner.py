@@ -27,6 +27,7 @@ import pandas as pd
 from operators.build import build_driver
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import PipelineSpec
+from operators.standard_sessions import SessionDriver, is_standard_session
 from operators.time import MIN_WATERMARK
 from operators.user_functions import is_user_function, result_type
 from operators.window_operator import DROPPED, WindowDriver
@@ -84,10 +85,19 @@ def output_schema(spec: PipelineSpec) -> str:
 
 
 class KeyRunner:
-    """A window driver for one key at a time, and the rows its output becomes."""
+    """A window driver for one key at a time, and the rows its output becomes.
+
+    Session windows with the event-time trigger and built-in aggregates run on
+    :class:`~operators.standard_sessions.SessionDriver`, which emits what the window operator
+    emits at a fraction of its cost and keeps a key's state in the same snapshot format; their
+    records' payloads are decoded only when an aggregate reads a field of it."""
 
     def __init__(self, spec: PipelineSpec, *, record_assignments: bool = False) -> None:
-        self.driver: WindowDriver = build_driver(spec)
+        standard = is_standard_session(spec)
+        self.driver: WindowDriver | SessionDriver = (SessionDriver(spec) if standard
+                                                     else build_driver(spec))
+        self.reads_payload = not standard or any(
+            a.field not in (None, "value") for a in spec.aggregates)
         if record_assignments:
             self.driver.record_assignments()
         columns = output_columns(spec)
@@ -116,9 +126,10 @@ class KeyRunner:
         """Feed the key's records, ``(arrival_seq, event_time_ms, ingest_time_ms, watermark_ms,
         value, payload)`` in arrival order; the rows it emitted."""
         driver = self.driver
+        reads_payload = self.reads_payload
         extras: dict[int, tuple[int, int, int, Decimal | None]] = {}
         for arrival_seq, event_time, ingest_time, watermark, value, payload in records:
-            element = json.loads(payload, parse_float=Decimal)
+            element = json.loads(payload, parse_float=Decimal) if reads_payload else {}
             element["value"] = value
             extras[arrival_seq] = (event_time, ingest_time, watermark, value)
             driver.process(key, event_time, element, arrival_seq=arrival_seq,

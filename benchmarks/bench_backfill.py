@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--live-batches", type=int, default=12)
     parser.add_argument("--live-batch-records", type=int, default=5_000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--windows", nargs="+", choices=[n.split()[0] for n in PIPELINES],
+                        help="only these pipelines (default: all three)")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.live_batches, args.live_batch_records = [50_000, 150_000], 4, 2_000
@@ -145,6 +147,8 @@ def main() -> None:
         for size in args.sizes:
             frame = arrival_log(size, args.keys)
             for name, (window, spark_window) in PIPELINES.items():
+                if args.windows and name.split()[0] not in args.windows:
+                    continue
                 home = root / f"{size}-{name.split()[0]}"
                 settings = home_with(home, window)
                 write_log(spark, frame, settings, files=4)
@@ -163,7 +167,8 @@ def main() -> None:
                       f"{timings['results']:6.2f}s ({timings['results'] / timings['plain']:.2f}x)"
                       f"   full backfill {timings['full']:6.2f}s "
                       f"({timings['full'] / timings['plain']:.2f}x)", flush=True)
-        live_latency(spark, root, args.live_batches, args.live_batch_records, args.keys)
+        if args.live_batches:
+            live_latency(spark, root, args.live_batches, args.live_batch_records, args.keys)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print("\nsize       window         plain s   results s  ratio   full s  ratio  "

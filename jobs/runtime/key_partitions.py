@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
 
 KeyFunction = Callable[[Any, Any], list]
 """``(key, the key's rows in arrival order) -> output items``; the rows are a frame, or the
@@ -32,27 +34,56 @@ def map_keys(frame: DataFrame, key_column: str, run_key: KeyFunction,
     list, one item per row) and a key gets its slice of that list: slicing a pandas frame
     per key costs about a quarter of a millisecond, more than a small key's records do."""
 
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for items in _per_key(batches, key_column, run_key, convert):
+            yield to_frame(items)
+
+    return _key_ordered(frame, key_column, order_column).mapInPandas(run, schema)
+
+
+def map_keys_to_arrow(frame: DataFrame, key_column: str,
+                      run_key: Callable[[Any, pd.DataFrame], list[dict[str, Any]]],
+                      schema: str, order_column: str = "arrival_seq") -> DataFrame:
+    """:func:`map_keys` for a ``run_key`` whose output rows are dicts over ``schema``'s
+    columns: the rows go straight into Arrow batches. A pandas frame of them would first
+    turn every row's Python objects into columns, and Spark would then convert that frame to
+    Arrow again: three times the cost, measured on the keyed backfill's rows."""
+    arrow_schema = to_arrow_schema(frame.sparkSession.createDataFrame([], schema).schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        frames = (batch.to_pandas() for batch in batches)
+        for items in _per_key(frames, key_column, run_key, None):
+            yield pa.RecordBatch.from_pylist(items, schema=arrow_schema)
+
+    return _key_ordered(frame, key_column, order_column).mapInArrow(run, schema)
+
+
+def _key_ordered(frame: DataFrame, key_column: str, order_column: str) -> DataFrame:
+    return frame.repartition(key_column).sortWithinPartitions(key_column, order_column)
+
+
+def _per_key(batches: Iterator[pd.DataFrame], key_column: str, run_key: KeyFunction,
+             convert: Callable[[pd.DataFrame], list] | None) -> Iterator[list]:
+    """The output items of each batch's whole keys (a key that goes on into the next batch
+    is carried over), then of the last key."""
+
     def rows_of(batch: pd.DataFrame):
         return batch if convert is None else convert(batch)
 
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        carried: pd.DataFrame | None = None
-        for batch in batches:
-            if carried is not None:
-                batch = pd.concat([carried, batch], ignore_index=True)
-            if batch.empty:
-                continue
-            keys = batch[key_column].to_numpy()
-            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-            items: list = []
-            rows = rows_of(batch.iloc[:starts[-1]])
-            for start, end in zip(starts[:-1], starts[1:], strict=True):
-                items.extend(run_key(keys[start], rows[start:end]))
-            carried = batch.iloc[starts[-1]:]  # the last key may go on in the next batch
-            if items:
-                yield to_frame(items)
-        if carried is not None and not carried.empty:
-            yield to_frame(run_key(carried[key_column].iloc[0], rows_of(carried)))
-
-    return (frame.repartition(key_column).sortWithinPartitions(key_column, order_column)
-            .mapInPandas(run, schema))
+    carried: pd.DataFrame | None = None
+    for batch in batches:
+        if carried is not None:
+            batch = pd.concat([carried, batch], ignore_index=True)
+        if batch.empty:
+            continue
+        keys = batch[key_column].to_numpy()
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        items: list = []
+        rows = rows_of(batch.iloc[:starts[-1]])
+        for start, end in zip(starts[:-1], starts[1:], strict=True):
+            items.extend(run_key(keys[start], rows[start:end]))
+        carried = batch.iloc[starts[-1]:]  # the last key may go on in the next batch
+        if items:
+            yield items
+    if carried is not None and not carried.empty:
+        yield run_key(carried[key_column].iloc[0], rows_of(carried))

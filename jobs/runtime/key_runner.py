@@ -113,18 +113,27 @@ class KeyRunner:
     def process(self, key: str, frame: pd.DataFrame) -> list[dict[str, Any]]:
         """Feed the key's records (a frame of the arrival log's columns) in arrival order;
         the rows it emitted, and a progress row."""
-        if not frame.arrival_seq.is_monotonic_increasing:
-            frame = frame.sort_values("arrival_seq", kind="stable")
-        rows = self.process_records(key, zip(
-            frame.arrival_seq.tolist(), frame.event_time_ms.tolist(),
-            frame.ingest_time_ms.tolist(), frame.watermark_ms.tolist(), frame.value.tolist(),
-            frame.payload.tolist(), strict=True))
+        frame = _in_arrival_order(frame)
+        rows = self.process_records(key, _records(frame))
         rows.append(progress_row(frame, key))
         return rows
+
+    def history(self, key: str, frame: pd.DataFrame, watermark: int) -> list[dict[str, Any]]:
+        """A key's whole history (a backfill): its records, then its timers fired at
+        ``watermark`` (the log's last), where the live stream's final batch fires them. Of
+        each window's panes only the latest is a row, as the results table keeps only it."""
+        extras = self._feed(key, _records(_in_arrival_order(frame)))
+        self.driver.advance(watermark, MIN_WATERMARK)
+        return self.emitted(key, extras, latest_panes=True)
 
     def process_records(self, key: str, records: Iterable[tuple]) -> list[dict[str, Any]]:
         """Feed the key's records, ``(arrival_seq, event_time_ms, ingest_time_ms, watermark_ms,
         value, payload)`` in arrival order; the rows it emitted."""
+        return self.emitted(key, self._feed(key, records))
+
+    def _feed(self, key: str, records: Iterable[tuple]
+              ) -> dict[int, tuple[int, int, int, Decimal | None]]:
+        """Process the records; the arrival-log columns of each (for late and assign rows)."""
         driver = self.driver
         reads_payload = self.reads_payload
         extras: dict[int, tuple[int, int, int, Decimal | None]] = {}
@@ -134,19 +143,22 @@ class KeyRunner:
             extras[arrival_seq] = (event_time, ingest_time, watermark, value)
             driver.process(key, event_time, element, arrival_seq=arrival_seq,
                            watermark=watermark, ingest_time=ingest_time)
-        return self.emitted(key, extras)
+        return extras
 
     def fire(self, key: str, watermark: int) -> list[dict[str, Any]]:
         """Fire the key's event-time timers due at ``watermark`` (one that a record carried)."""
         self.driver.advance(watermark, MIN_WATERMARK)
         return self.emitted(key, {})
 
-    def emitted(self, key: str, extras: dict[int, tuple[int, int, int, Decimal | None]]
-                ) -> list[dict[str, Any]]:
+    def emitted(self, key: str, extras: dict[int, tuple[int, int, int, Decimal | None]], *,
+                latest_panes: bool = False) -> list[dict[str, Any]]:
         """Rows for what the driver emitted since the last call; ``extras`` has the
-        arrival-log columns of the records processed meanwhile (late and assign rows)."""
+        arrival-log columns of the records processed meanwhile (late and assign rows).
+        ``latest_panes``: only each window's last pane among them."""
         driver = self.driver
         panes, late = driver.take_output()
+        if latest_panes:  # panes come in pane_index order per window
+            panes = list({(pane.window_start, pane.window_end): pane for pane in panes}.values())
         rows: list[dict[str, Any]] = []
         for pane in panes:
             row = {"kind": "pane", "key": key, "window_start_ms": pane.window_start,
@@ -174,6 +186,18 @@ class KeyRunner:
         """Nullable dtypes per column: an all-null column must not turn into float NaN, which
         Arrow cannot read as a long or a decimal."""
         return pd.DataFrame(rows, columns=self.columns).astype(self.dtypes)
+
+
+def _in_arrival_order(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.arrival_seq.is_monotonic_increasing:
+        return frame
+    return frame.sort_values("arrival_seq", kind="stable")
+
+
+def _records(frame: pd.DataFrame) -> Iterable[tuple]:
+    return zip(frame.arrival_seq.tolist(), frame.event_time_ms.tolist(),
+               frame.ingest_time_ms.tolist(), frame.watermark_ms.tolist(), frame.value.tolist(),
+               frame.payload.tolist(), strict=True)
 
 
 def progress_row(frame: pd.DataFrame, key: str | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from jobs.days import window_end_date
 from jobs.runtime import INPUT_COLUMNS, check_runnable
-from jobs.runtime.key_partitions import map_keys
+from jobs.runtime.key_partitions import map_keys_to_arrow
 from jobs.runtime.key_runner import KeyRunner, output_schema
 from jobs.window_tables import (
     WindowOutputs,
@@ -44,26 +44,15 @@ from operators.time import MIN_WATERMARK
 def _key_function(spec: PipelineSpec, log_watermark: int
                   ) -> Callable[[str, pd.DataFrame], list[dict]]:
     def run_key(key: str, frame: pd.DataFrame) -> list[dict]:
-        runner = KeyRunner(spec, record_assignments=True)
-        rows = runner.process(key, frame)
-        rows += runner.fire(key, log_watermark)
-        latest: dict[tuple[int, int], dict] = {}
-        kept = []
-        for row in rows:
-            if row["kind"] == "pane":  # panes come in pane_index order per window
-                latest[(row["window_start_ms"], row["window_end_ms"])] = row
-            elif row["kind"] != "progress":
-                kept.append(row)
-        return kept + list(latest.values())
+        return KeyRunner(spec, record_assignments=True).history(key, frame, log_watermark)
 
     return run_key
 
 
 def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) -> DataFrame:
     """Panes (the latest per key and window), late rows and assignment rows of every key."""
-    to_frame = KeyRunner(spec).frame
-    return map_keys(arrivals.select(*INPUT_COLUMNS), "key", _key_function(spec, log_watermark),
-                    to_frame, output_schema(spec))
+    return map_keys_to_arrow(arrivals.select(*INPUT_COLUMNS), "key",
+                             _key_function(spec, log_watermark), output_schema(spec))
 
 
 def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,

@@ -4,9 +4,10 @@
 once per key; with thousands of small keys (Nexmark's auctions and bidders, a platform's users)
 that per-key round trip costs more than the records themselves. Here the rows are hash
 partitioned by key and sorted by ``(key, arrival_seq)`` inside each partition, and a single
-``mapInPandas`` call walks the partition's Arrow batches, cutting them at key boundaries (a
-key that continues into the next batch is carried over), so each key's records still arrive
-together and in arrival order. Keys stay independent and spread over Spark's cores.
+``mapInPandas`` (or ``mapInArrow``) call walks the partition's Arrow batches, cutting them at
+key boundaries (a key that continues into the next batch is carried over), so each key's
+records still arrive together and in arrival order. Keys stay independent and spread over
+Spark's cores.
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ class SessionDriver:
         merged = _Window(start, end, list(accs))
         merged.timer = end - 1 > state.watermark  # EventTimeTrigger.onMerge
         gone = {id(m) for m in members}
-        state.windows = [w for w in state.windows if id(w) not in gone]
+        state.windows[:] = [w for w in state.windows if id(w) not in gone]
         _insert(state.windows, merged)
         return merged
 

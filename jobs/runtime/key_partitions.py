@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema
 
 KeyFunction = Callable[[Any, Any], list]
 """``(key, the key's rows in arrival order) -> output items``; the rows are a frame, or the
@@ -44,12 +43,13 @@ def map_keys(frame: DataFrame, key_column: str, run_key: KeyFunction,
 
 def map_keys_to_arrow(frame: DataFrame, key_column: str,
                       run_key: Callable[[Any, pd.DataFrame], list[dict[str, Any]]],
-                      schema: str, order_column: str = "arrival_seq") -> DataFrame:
-    """:func:`map_keys` for a ``run_key`` whose output rows are dicts over ``schema``'s
-    columns: the rows go straight into Arrow batches. A pandas frame of them would first
-    turn every row's Python objects into columns, and Spark would then convert that frame to
-    Arrow again: three times the cost, measured on the keyed backfill's rows."""
-    arrow_schema = to_arrow_schema(frame.sparkSession.createDataFrame([], schema).schema)
+                      schema: str, arrow_schema: pa.Schema,
+                      order_column: str = "arrival_seq") -> DataFrame:
+    """:func:`map_keys` for a ``run_key`` whose output rows are dicts of values of their
+    columns' own types (``arrow_schema``, the DDL ``schema`` in Arrow): the rows go straight
+    into Arrow batches. A pandas frame of them would first turn every row's Python objects into
+    columns, and Spark would then convert that frame to Arrow again: three times the cost,
+    measured on the keyed backfill's rows."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         frames = (batch.to_pandas() for batch in batches)

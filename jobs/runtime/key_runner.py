@@ -23,9 +23,10 @@ from decimal import Decimal
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from operators.build import build_driver
-from operators.numbers import SPARK_TYPE
+from operators.numbers import SCALE, SPARK_TYPE
 from operators.pipeline import PipelineSpec
 from operators.standard_sessions import SessionDriver, is_standard_session
 from operators.time import MIN_WATERMARK
@@ -84,6 +85,22 @@ def output_schema(spec: PipelineSpec) -> str:
     return ", ".join(f"{name} {kind}" for name, kind in output_columns(spec))
 
 
+_ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(),
+                "boolean": pa.bool_(), "double": pa.float64(), SPARK_TYPE: pa.decimal128(38, SCALE)}
+_NULLABLE_DTYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
+                    pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype()}
+
+
+def arrow_schema(spec: PipelineSpec) -> pa.Schema | None:
+    """The output rows' Arrow schema, when every value a row holds is of its column's own
+    Python type: built-in aggregates only. A user's aggregate result goes through pandas'
+    typed conversion instead (``Int64`` refuses 2.5 where Arrow would truncate it, ``Float64``
+    takes a ``Decimal`` Arrow refuses), in every runtime alike."""
+    if spec.is_process or any(a.is_user_defined for a in spec.aggregates):
+        return None
+    return pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in output_columns(spec)])
+
+
 class KeyRunner:
     """A window driver for one key at a time, and the rows its output becomes.
 
@@ -103,6 +120,7 @@ class KeyRunner:
         columns = output_columns(spec)
         self.columns = [name for name, _ in columns]
         self.dtypes = {name: _PANDAS_DTYPES.get(kind, "object") for name, kind in columns}
+        self.arrow_schema = arrow_schema(spec)
 
     def reset_clocks(self) -> None:
         """Each key carries its own clocks (in its snapshot); the driver's global ones must not
@@ -184,8 +202,15 @@ class KeyRunner:
 
     def frame(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
         """Nullable dtypes per column: an all-null column must not turn into float NaN, which
-        Arrow cannot read as a long or a decimal."""
-        return pd.DataFrame(rows, columns=self.columns).astype(self.dtypes)
+        Arrow cannot read as a long or a decimal. Through Arrow where :func:`arrow_schema`
+        allows: half the cost of pandas reading a list of dicts, the same frame."""
+        if self.arrow_schema is not None:
+            return pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema).to_pandas(
+                types_mapper=_NULLABLE_DTYPES.get)
+        # column by column: a frame of the dicts would hold a long column with nulls as
+        # float64 first and round its values beyond 2**53
+        return pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
+                             for name, dtype in self.dtypes.items()})
 
 
 def _in_arrival_order(frame: pd.DataFrame) -> pd.DataFrame:

@@ -28,8 +28,8 @@ from pyspark.sql import functions as F
 
 from jobs.days import window_end_date
 from jobs.runtime import INPUT_COLUMNS, check_runnable
-from jobs.runtime.key_partitions import map_keys_to_arrow
-from jobs.runtime.key_runner import KeyRunner, output_schema
+from jobs.runtime.key_partitions import map_keys, map_keys_to_arrow
+from jobs.runtime.key_runner import KeyRunner, arrow_schema, output_schema
 from jobs.window_tables import (
     WindowOutputs,
     assignment_rows,
@@ -50,9 +50,13 @@ def _key_function(spec: PipelineSpec, log_watermark: int
 
 
 def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) -> DataFrame:
-    """Panes (the latest per key and window), late rows and assignment rows of every key."""
-    return map_keys_to_arrow(arrivals.select(*INPUT_COLUMNS), "key",
-                             _key_function(spec, log_watermark), output_schema(spec))
+    """Panes (the latest per key and window), late rows and assignment rows of every key;
+    straight into Arrow where the rows' values allow (:func:`arrow_schema`)."""
+    columns, run_key = arrivals.select(*INPUT_COLUMNS), _key_function(spec, log_watermark)
+    schema = arrow_schema(spec)
+    if schema is None:
+        return map_keys(columns, "key", run_key, KeyRunner(spec).frame, output_schema(spec))
+    return map_keys_to_arrow(columns, "key", run_key, output_schema(spec), schema)
 
 
 def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,

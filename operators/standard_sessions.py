@@ -80,7 +80,9 @@ class _Aggregate:
         self.field = field
 
     def empty(self) -> Any:
-        return {"count": 0, "mean": [0, 0]}.get(self.fn)
+        if self.fn == "count":
+            return 0
+        return [0, 0] if self.fn == "mean" else None
 
     def add(self, element: Mapping[str, Any] | None, acc: Any) -> Any:
         fn, field = self.fn, self.field

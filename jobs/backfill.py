@@ -14,17 +14,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import effective_from, tables, versions
 from jobs.checks import nothing_to_backfill
 from jobs.days import could_reach
-from jobs.delta_io import read_table_or_none, replace_range, rows_written
+from jobs.delta_io import read_table_or_none, replace_range
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
-from jobs.table_stats import column_ranges
+from jobs.table_stats import column_ranges, latest_version, rows_written
 from jobs.windows import compute_windows
 
 
@@ -110,7 +109,7 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
     for attempt in range(1, MAX_BACKFILL_PASSES + 1):
         # one snapshot for the whole pass: an unpinned Delta DataFrame reads the newest
         # version at each action, so two actions of one pass could see two logs
-        version = DeltaTable.forPath(spark, log_path).history(1).select("version").first()[0]
+        version = latest_version(log_path)
         arrivals = spark.read.format("delta").option("versionAsOf", version).load(log_path)
         # the bounds the pass needs, from the snapshot's file statistics (no Spark job; a
         # Spark job when a file has none)
@@ -121,11 +120,7 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
         report = _backfill_pass(spark, pipeline, arrivals, first_day, last_day, progress,
                                 ranges)
         report.passes = attempt
-        newer = spark.read.format("delta").load(log_path).where(
-            F.col("arrival_seq") > F.lit(-1 if seen is None else seen))
-        reaching = newer.where(could_reach(report.first_day, report.last_day,
-                                            pipeline.spec.window))
-        if not reaching.limit(1).count():
+        if not _reaching_since(spark, pipeline, version, seen, report):
             progress(report.summary())  # the command line's last line, a Dagster run's log
             return report
         progress(f"{pipeline.name}: the arrival log received records reaching "
@@ -136,6 +131,21 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
         f"during each of {MAX_BACKFILL_PASSES} passes; the tables hold the last pass, which "
         "may have replaced rows the live job wrote from the newest records. Run the backfill "
         "again when ingest is quieter (or with the live job stopped).")
+
+
+def _reaching_since(spark: SparkSession, pipeline: Pipeline, version: int, seen: int | None,
+                    report: BackfillReport) -> bool:
+    """Whether the arrival log received records past ``seen`` (the largest arrival position
+    of its ``version`` the pass read) that can reach the pass's days. The log's version
+    alone answers the usual case, an unchanged log, without a Spark job."""
+    log_path = pipeline.table_path(tables.ARRIVAL_LOG)
+    if latest_version(log_path) == version:
+        return False
+    newer = spark.read.format("delta").load(log_path).where(
+        F.col("arrival_seq") > F.lit(-1 if seen is None else seen))
+    reaching = newer.where(could_reach(report.first_day, report.last_day,
+                                        pipeline.spec.window))
+    return bool(reaching.limit(1).count())
 
 
 def _concurrently(write: Callable[[str, DataFrame], int],
@@ -170,7 +180,7 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
         path = pipeline.table_path(name)
         replace_range(frame, path, column="window_end_date", first=outputs.first_day,
                       last=outputs.last_day, partition_by="window_end_date", tag=tag)
-        count = rows_written(spark, path, tag)
+        count = rows_written(path, tag)
         progress(f"{pipeline.name}: wrote {count} rows to {name}")
         return count
 
@@ -184,9 +194,22 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
             written.update(_concurrently(write, writes))
     finally:
         outputs.release()
-    metrics = [row.asDict() for row in spark.read.format("delta")
-               .load(pipeline.table_path(tables.LATE_DATA_METRICS))
-               .where(F.col("window_end_date").between(outputs.first_day, outputs.last_day))
-               .orderBy("window_end_date").collect()]
+    metrics = written_metrics(pipeline.table_path(tables.LATE_DATA_METRICS), outputs.first_day,
+                              outputs.last_day)
     return BackfillReport(outputs.first_day, outputs.last_day, written[tables.WINDOW_RESULTS],
                           written[tables.LATE_RECORDS], metrics, pipeline.name)
+
+
+def written_metrics(path: str, first_day: str, last_day: str) -> list[dict]:
+    """The metrics table's rows of ``[first_day, last_day]`` by day, read in the driver (no
+    Spark job): the report's figures are what the table holds."""
+    import datetime as dt
+
+    import pyarrow.compute as pc
+
+    from jobs.fast_writes import read_columns
+
+    day = pc.field("window_end_date")
+    rows = read_columns(path, None, (day >= dt.date.fromisoformat(first_day))
+                        & (day <= dt.date.fromisoformat(last_day))).to_pylist()
+    return sorted(rows, key=lambda row: row["window_end_date"])

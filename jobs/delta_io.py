@@ -23,7 +23,6 @@ from delta.exceptions import (
 )
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from jobs import storage
 
@@ -99,7 +98,8 @@ def replace_range(frame: DataFrame, path: str, *, column: str, first: str | int,
 
     Delta checks that ``frame`` satisfies the predicate, so a backfill can never touch rows of
     partitions it did not compute. ``tag`` goes into the commit's ``userMetadata``, so that
-    :func:`rows_written` finds this very commit among concurrent writers' ones.
+    :func:`jobs.table_stats.rows_written` finds this very commit among concurrent writers'
+    ones.
     """
     predicate = f"{column} >= {_literal(first)} AND {column} <= {_literal(last)}"
     writer = (frame.write.format("delta").mode("overwrite").option("replaceWhere", predicate))
@@ -133,17 +133,3 @@ def insert_new_rows(spark: SparkSession, frame: DataFrame, path: str, *, keys: S
                     .merge(frame.alias("s"), condition).whenNotMatchedInsertAll().execute())
 
 
-def rows_written(spark: SparkSession, path: str, tag: str) -> int:
-    """Rows the commit tagged ``tag`` (:func:`replace_range`) wrote, from Delta's own commit
-    metrics (no re-read). Never the newest commit's figure: that may be another writer's (the
-    live stream, a concurrent backfill) or, when this write replaced an empty range with
-    nothing and so committed nothing, the previous run's; neither is this run's to report."""
-    found = (DeltaTable.forPath(spark, path).history(HISTORY_SEARCH)
-             .where(F.col("userMetadata") == tag).select("operationMetrics").first())
-    if found is None:  # replacing nothing with nothing makes no commit at all
-        return 0
-    return int((found[0] or {}).get("numOutputRows", 0))
-
-
-HISTORY_SEARCH = 50
-"""Commits :func:`rows_written` looks back through (other writers' commits in between)."""

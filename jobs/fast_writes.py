@@ -132,12 +132,15 @@ def replace_range(location: str, data: pa.Table, *, column: str, first: str, las
                                             partition_by=list(partition_by)))
 
 
-def read_columns(location: str, columns: Sequence[str], filter_expression=None) -> pa.Table:
-    """Some columns of a table (optionally filtered, with file and row-group skipping by
-    statistics), read in the driver without a Spark job; empty when there is no table."""
+def read_columns(location: str, columns: Sequence[str] | None, filter_expression=None
+                 ) -> pa.Table:
+    """Some columns (``None``: all) of a table, optionally filtered (with file and row-group
+    skipping by statistics), read in the driver without a Spark job; empty when there is no
+    table."""
     from deltalake import DeltaTable
 
     if not table_exists(location):
-        return pa.table({name: pa.array([], pa.int64()) for name in columns})
+        return pa.table({name: pa.array([], pa.int64()) for name in columns or ()})
     dataset = DeltaTable(delta_uri(location)).to_pyarrow_dataset()
-    return dataset.to_table(columns=list(columns), filter=filter_expression)
+    return dataset.to_table(columns=list(columns) if columns is not None else None,
+                            filter=filter_expression)

@@ -1,18 +1,26 @@
-"""A column's bounds from a Delta table's file statistics, without Spark.
+"""What a Delta table's transaction log says, read without Spark: file statistics, versions,
+commit metrics.
 
 Schedules and sensors run inside Dagster's code server on every tick; starting a JVM there to
 read one number (the arrival log's ``max(watermark_ms)``) would cost seconds of CPU on a
 2-core machine each time. Delta records per-file min/max statistics in its transaction log;
 ``deltalake`` (the Delta project's Rust implementation) reads them from the log, on the local
 disk or an object store alike. When a live file has no statistics the answer is unknown
-(``None``) rather than guessed.
+(``None``) rather than guessed. A backfill's own bookkeeping (which version it pins, what its
+commits wrote) is read the same way: through Spark each was a job or three, a second or more
+of a 2-core machine per backfill (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
 from jobs.fast_writes import delta_uri
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 def max_column_value(table_path: str, column: str) -> int | float | None:
@@ -57,6 +65,29 @@ def row_count(table_path: str) -> int | None:
     return int(sum(n or 0 for n in actions.column("num_records").to_pylist()))
 
 
+def latest_version(table_path: str) -> int | None:
+    """The table's newest version (``None``: no table)."""
+    table = _table(table_path)
+    return None if table is None else table.version()
+
+
+HISTORY_SEARCH = 50
+"""Commits :func:`rows_written` looks back through (other writers' commits in between)."""
+
+
+def rows_written(table_path: str, tag: str) -> int:
+    """Rows the commit tagged ``tag`` (``userMetadata``, jobs/delta_io.py ``replace_range``)
+    wrote, from Delta's own commit metrics (no re-read). Never the newest commit's figure:
+    that may be another writer's (the live stream, a concurrent backfill) or, when this write
+    replaced an empty range with nothing and so committed nothing, the previous run's;
+    neither is this run's to report."""
+    table = _table(table_path)
+    for commit in table.history(HISTORY_SEARCH) if table is not None else []:
+        if commit.get("userMetadata") == tag:
+            return int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+    return 0  # replacing nothing with nothing makes no commit at all
+
+
 def column_ranges(table_path: str, columns: tuple[str, ...],
                   version: int | None = None) -> dict[str, tuple] | None:
     """``{column: (min, max)}`` over the live files of the table (at ``version``), or ``None``
@@ -94,11 +125,15 @@ def _bounds(actions: pa.Table, column: str) -> list[tuple] | None:
 
 
 def _actions(table_path: str, version: int | None = None) -> pa.Table | None:
+    table = _table(table_path, version)
+    return None if table is None else pa.table(table.get_add_actions(flatten=True))
+
+
+def _table(table_path: str, version: int | None = None) -> DeltaTable | None:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
     try:
-        table = DeltaTable(delta_uri(table_path), version=version)
+        return DeltaTable(delta_uri(table_path), version=version)
     except (TableNotFoundError, DeltaError, FileNotFoundError, OSError):
         return None
-    return pa.table(table.get_add_actions(flatten=True))

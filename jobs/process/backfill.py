@@ -20,12 +20,13 @@ from pyspark.sql import functions as F
 
 from jobs import tables
 from jobs.days import day_of_column
-from jobs.delta_io import read_table_or_none, replace_range, rows_written
+from jobs.delta_io import read_table_or_none, replace_range
 from jobs.process import rows as process_rows
 from jobs.process.tables import EVENT_DATE, OUTPUT, OUTPUT_DATE, output_schema
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
 from jobs.runtime.key_partitions import map_keys
+from jobs.table_stats import rows_written
 from operators.process_pipeline import ProcessRunner, user_error_in
 
 
@@ -119,7 +120,7 @@ def run_process_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str
         path = pipeline.table_path(table)
         replace_range(frame.where(F.col(column).between(first, last)), path, column=column,
                       first=first, last=last, partition_by=column, tag=tag)
-        counts[table] = rows_written(spark, path, tag)
+        counts[table] = rows_written(path, tag)
         progress(f"{pipeline.name}: wrote {counts[table]} rows to {table}")
     flat.unpersist()
     report = ProcessBackfillReport(first, last, counts[OUTPUT], counts[tables.LATE_RECORDS],

@@ -24,6 +24,7 @@ from jobs.delta_io import read_table_or_none, replace_range
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
 from jobs.table_stats import column_ranges, latest_version, rows_written
+from jobs.window_tables import WindowOutputs
 from jobs.windows import compute_windows
 
 
@@ -117,8 +118,8 @@ def run_backfill(spark: SparkSession, pipeline: Pipeline, first_day: str | None 
                                version)
         seen = ranges["arrival_seq"][1] if ranges else \
             arrivals.agg(F.max("arrival_seq")).first()[0]
-        report = _backfill_pass(spark, pipeline, arrivals, first_day, last_day, progress,
-                                ranges)
+        report = _backfill_pass(spark, pipeline, arrivals, version, first_day, last_day,
+                                progress, ranges)
         report.passes = attempt
         if not _reaching_since(spark, pipeline, version, seen, report):
             progress(report.summary())  # the command line's last line, a Dagster run's log
@@ -148,9 +149,8 @@ def _reaching_since(spark: SparkSession, pipeline: Pipeline, version: int, seen:
     return bool(reaching.limit(1).count())
 
 
-def _concurrently(write: Callable[[str, DataFrame], int],
-                  writes: list[tuple[str, DataFrame]]) -> dict[str, int]:
-    """Each table's replacement as its own Spark job, all at once. The tables are independent
+def _concurrently(writes: dict[str, Callable[[], int]]) -> dict[str, int]:
+    """Each table's replacement as its own job, all at once. The tables are independent
     (each replacement is idempotent on its own: a re-run after a failure between any two
     leaves the same tables), and a small range's writes are mostly driver-side waiting (Delta
     snapshot, planning, commit) that overlaps: measured on 2,000 records with a warm session,
@@ -158,12 +158,12 @@ def _concurrently(write: Callable[[str, DataFrame], int],
     jobs share the session's cores as any two jobs do."""
     with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="backfill-write") \
             as pool:
-        futures = {name: pool.submit(write, name, frame) for name, frame in writes}
+        futures = {name: pool.submit(write) for name, write in writes.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
 def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
-                   first_day: str | None, last_day: str | None,
+                   version: int, first_day: str | None, last_day: str | None,
                    progress: Callable[[str], None],
                    ranges: dict[str, tuple] | None = None) -> BackfillReport:
     quarantine = read_table_or_none(spark, pipeline.table_path(tables.QUARANTINE))
@@ -173,31 +173,75 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
     # no cache of the assigned rows: re-reading columnar Parquet is cheaper than serialising
     # them (measured: sliding windows 1M events, 10.1 s without a cache, 15.4 s with one)
     tag = f"backfill-{uuid.uuid4().hex}"
-    writes = [(tables.WINDOW_RESULTS, outputs.results), (tables.LATE_RECORDS, outputs.late),
-              (tables.LATE_DATA_METRICS, outputs.metrics)]
+    days = dict(column="window_end_date", first=outputs.first_day, last=outputs.last_day)
 
-    def write(name: str, frame: DataFrame) -> int:
-        path = pipeline.table_path(name)
-        replace_range(frame, path, column="window_end_date", first=outputs.first_day,
-                      last=outputs.last_day, partition_by="window_end_date", tag=tag)
-        count = rows_written(path, tag)
+    def through_spark(name: str, frame: DataFrame) -> Callable[[], int]:
+        def write() -> int:
+            path = pipeline.table_path(name)
+            replace_range(frame, path, partition_by="window_end_date", tag=tag, **days)
+            return said(name, rows_written(path, tag))
+        return write
+
+    def said(name: str, count: int) -> int:
         progress(f"{pipeline.name}: wrote {count} rows to {name}")
         return count
 
+    writes = {tables.WINDOW_RESULTS: through_spark(tables.WINDOW_RESULTS, outputs.results)}
+    if _in_driver(pipeline, version, outputs.first_day, outputs.last_day):
+        writes[tables.LATE_RECORDS] = lambda: _driver_writes(pipeline, version, outputs, said)
+    else:
+        writes[tables.LATE_RECORDS] = through_spark(tables.LATE_RECORDS, outputs.late)
+        writes[tables.LATE_DATA_METRICS] = through_spark(tables.LATE_DATA_METRICS,
+                                                         outputs.metrics)
     written: dict[str, int] = {}
     try:
         with heartbeat(progress, f"{pipeline.name}: computing and writing {outputs.first_day} .. "
                                  f"{outputs.last_day}"):
             if outputs.keeps_assignments:  # materialises the persisted rows the rest reuse
-                written[tables.WINDOW_ASSIGNMENTS] = write(tables.WINDOW_ASSIGNMENTS,
-                                                           outputs.assigned)
-            written.update(_concurrently(write, writes))
+                written[tables.WINDOW_ASSIGNMENTS] = through_spark(
+                    tables.WINDOW_ASSIGNMENTS, outputs.assigned)()
+            written.update(_concurrently(writes))
     finally:
         outputs.release()
     metrics = written_metrics(pipeline.table_path(tables.LATE_DATA_METRICS), outputs.first_day,
                               outputs.last_day)
     return BackfillReport(outputs.first_day, outputs.last_day, written[tables.WINDOW_RESULTS],
                           written[tables.LATE_RECORDS], metrics, pipeline.name)
+
+
+def _in_driver(pipeline: Pipeline, version: int, first_day: str, last_day: str) -> bool:
+    """Whether the driver computes the late records and metrics (jobs/windows/
+    driver_tables.py): standard windows, a range of at most ``DRIVER_RECORDS`` log records
+    by the snapshot's file statistics."""
+    from jobs.days import reach_bounds
+    from jobs.table_stats import rows_meeting
+    from jobs.windows import driver_tables
+
+    if not pipeline.spec.is_standard_window:
+        return False
+    records = rows_meeting(pipeline.table_path(tables.ARRIVAL_LOG), "event_time_ms",
+                           *reach_bounds(first_day, last_day, pipeline.spec.window), version)
+    return records is not None and records <= driver_tables.DRIVER_RECORDS
+
+
+def _driver_writes(pipeline: Pipeline, version: int, outputs: WindowOutputs,
+                   said: Callable[[str, int], int]) -> int:
+    """The late records and metrics computed in the driver, each table's days replaced in one
+    commit through ``deltalake``; returns the late rows written."""
+    from jobs import fast_writes
+    from jobs.windows.driver_tables import late_and_metrics
+
+    found = late_and_metrics(pipeline.table_path(tables.ARRIVAL_LOG), version,
+                             pipeline.table_path(tables.QUARANTINE), pipeline.spec,
+                             pipeline.time_zone, outputs.first_day, outputs.last_day,
+                             fast_writes.arrow_schema(outputs.metrics.schema))
+    for name, data in ((tables.LATE_RECORDS, found.late),
+                       (tables.LATE_DATA_METRICS, found.metrics)):
+        fast_writes.replace_range(pipeline.table_path(name), data, column="window_end_date",
+                                  first=outputs.first_day, last=outputs.last_day,
+                                  partition_by=["window_end_date"])
+        said(name, data.num_rows)
+    return found.late.num_rows
 
 
 def written_metrics(path: str, first_day: str, last_day: str) -> list[dict]:

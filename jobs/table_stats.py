@@ -55,6 +55,28 @@ def partition_values(table_path: str, column: str) -> set | None:
             if records != 0}
 
 
+def rows_meeting(table_path: str, column: str, low: int, high: int,
+                 version: int | None = None) -> int | None:
+    """Rows of the live files (at ``version``) whose ``column`` range meets ``[low, high]``:
+    at least as many as the rows inside it. ``None``: no table, or a file without
+    statistics for the column (the count is unknown)."""
+    actions = _actions(table_path, version)
+    if actions is None or f"min.{column}" not in actions.column_names:
+        return None
+    total = 0
+    for records, lowest, highest in zip(actions.column("num_records").to_pylist(),
+                                        actions.column(f"min.{column}").to_pylist(),
+                                        actions.column(f"max.{column}").to_pylist(),
+                                        strict=True):
+        if records == 0:
+            continue
+        if records is None or lowest is None or highest is None:
+            return None
+        if lowest <= high and highest >= low:
+            total += records
+    return total
+
+
 def row_count(table_path: str) -> int | None:
     """Rows of a Delta table from its file statistics (``None``: no table)."""
     actions = _actions(table_path)

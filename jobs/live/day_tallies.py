@@ -78,6 +78,21 @@ def _merged(values: np.ndarray, counts: np.ndarray, more: np.ndarray, more_count
     return histogram(np.concatenate([values, more]), np.concatenate([counts, more_counts]))
 
 
+class DayCalendar:
+    """The days ``[first, last]`` in ``time_zone``, and which of them an instant falls on."""
+
+    def __init__(self, first: dt.date, last: dt.date, time_zone: str) -> None:
+        self.days = days_between(first, last)
+        # the starts of the days (first's, then each next day's) in the zone, as epoch ms
+        self._bounds = np.array([day_end_ms(first - dt.timedelta(days=1), time_zone)]
+                                + [day_end_ms(day, time_zone) for day in self.days],
+                                dtype=np.int64)
+
+    def index(self, ms: np.ndarray) -> np.ndarray:
+        """The index in ``days`` of each instant's day; -1 or ``len(days)`` outside."""
+        return np.searchsorted(self._bounds, ms, side="right") - 1
+
+
 def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
             quarantined_ingest_ms: np.ndarray, spec: PipelineSpec, time_zone: str,
             days: Sequence[dt.date]) -> dict[dt.date, DayTally]:
@@ -88,16 +103,8 @@ def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
 
     if not days:
         return {}
-    first, last = min(days), max(days)
-    every = days_between(first, last)
-    # the starts of the days (first's, then each next day's) in the zone, as epoch ms
-    bounds = np.array([day_end_ms(first - dt.timedelta(days=1), time_zone)]
-                      + [day_end_ms(day, time_zone) for day in every], dtype=np.int64)
-
-    def day_index(ms: np.ndarray) -> np.ndarray:
-        """The index in ``every`` of each instant's day; -1 or ``len(every)`` outside."""
-        return np.searchsorted(bounds, ms, side="right") - 1
-
+    calendar = DayCalendar(min(days), max(days), time_zone)
+    every, day_index = calendar.days, calendar.index
     known = watermark != MIN_WATERMARK
     counts = np.zeros((3, len(every)), dtype=np.int64)  # on time, late within, dropped
     late_days, late_values, lag_days, lag_values = [], [], [], []

@@ -1,0 +1,133 @@
+"""A standard-window backfill's late records and late-data metrics, computed in the driver.
+
+A full backfill writes three tables. Computed by Spark, the late records and the metrics each
+read and classify every record of the range again, two more passes over the log besides the
+results': in a backfill of 1 M events they took about as much of the two cores as the results
+themselves (benchmarks/RESULTS.md). Both depend on each record's event time and recorded
+watermark alone (:func:`jobs.windows.vectorised.classify`), and both are small beside the log.
+So the driver reads the pinned snapshot of the log through ``deltalake`` in record batches
+(memory stays bounded however long the range), classifies each batch with numpy as the live
+sink does (jobs/live/lateness.py, ``assignments``), keeps the dropped assignments as late rows
+and folds each batch into per-day tallies (jobs/live/day_tallies.py), while Spark computes the
+results. The rows are those of Spark's computation: tests/test_backfill_driver_tables.py holds
+the written tables equal, row for row, to Spark's.
+
+Past :data:`DRIVER_RECORDS` records the driver would become the backfill's slowest part (it is
+one core, and Spark scales out), so larger ranges stay with Spark.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs import tables
+from jobs.days import DAY_MS, day_start_utc_ms, reach_bounds
+from jobs.fast_writes import arrow_schema, delta_uri, table_exists
+from jobs.live.day_tallies import DayCalendar, DayTally, tallies
+from jobs.live.lateness import assignments
+from operators.pipeline import PipelineSpec
+
+DRIVER_RECORDS = 20_000_000
+"""The most log records (by file statistics) whose late records and metrics the driver
+computes; more go to Spark. Measured at about N M records/s in the driver (RESULTS.md)."""
+
+LOG_COLUMNS = ("key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value")
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+@dataclass
+class DriverTables:
+    """The late records and the metrics of a range of days, in their tables' Arrow shapes."""
+
+    late: pa.Table
+    metrics: pa.Table
+
+
+def late_and_metrics(log_path: str, version: int, quarantine_path: str, spec: PipelineSpec,
+                     time_zone: str, first_day: str, last_day: str,
+                     metrics_schema: pa.Schema) -> DriverTables:
+    """Late rows and metrics rows of the windows ending on ``[first_day, last_day]``, from
+    the log at ``version`` and the quarantine as it is now (as the Spark computation reads
+    them); ``metrics_schema`` is the Spark computation's, so that either writes the same
+    table."""
+    from deltalake import DeltaTable
+
+    calendar = DayCalendar(dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day),
+                           time_zone)
+    days = calendar.days
+    held = {day: DayTally() for day in days}
+    late_parts: list[pa.Table] = []
+    low, high = reach_bounds(first_day, last_day, spec.window)
+    dataset = DeltaTable(delta_uri(log_path), version=version).to_pyarrow_dataset()
+    reaching = (pc.field("event_time_ms") >= low) & (pc.field("event_time_ms") <= high)
+    for batch in dataset.to_batches(columns=list(LOG_COLUMNS), filter=reaching):
+        if not batch.num_rows:
+            continue
+        event, ingest, watermark = (
+            batch.column(name).to_numpy().astype(np.int64, copy=False)
+            for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
+        _fold(held, tallies(event, ingest, watermark, _EMPTY, spec, time_zone, days))
+        late_parts.extend(_late_rows(batch, event, watermark, spec, calendar))
+    _fold(held, tallies(_EMPTY, _EMPTY, _EMPTY, _quarantined(quarantine_path, first_day,
+                                                             last_day),
+                        spec, time_zone, days))
+    rows = [held[day].row(day) for day in days if not held[day].empty]
+    late_schema = arrow_schema(tables.LATE_RECORDS_SCHEMA)
+    late = pa.concat_tables(late_parts) if late_parts else late_schema.empty_table()
+    return DriverTables(late, pa.Table.from_pylist(rows, metrics_schema))
+
+
+def _fold(held: dict[dt.date, DayTally], found: dict[dt.date, DayTally]) -> None:
+    for day, tally in found.items():
+        if not tally.empty:
+            held[day] = held[day].plus(tally)
+
+
+def _late_rows(batch: pa.RecordBatch, event: np.ndarray, watermark: np.ndarray,
+               spec: PipelineSpec, calendar: DayCalendar) -> list[pa.Table]:
+    """The batch's dropped assignments whose window ends on one of the calendar's days, one
+    table per window position, in the late-records table's shape."""
+    schema = arrow_schema(tables.LATE_RECORDS_SCHEMA)
+    found = []
+    for _, max_ts, dropped, _ in assignments(event, watermark, spec):
+        index = calendar.index(max_ts)
+        taken = np.flatnonzero(dropped & (index >= 0) & (index < len(calendar.days)))
+        if not len(taken):
+            continue
+        rows = batch.take(pa.array(taken))
+        end = max_ts[taken] + 1
+        days = np.array(calendar.days, dtype="datetime64[D]")[index[taken]]
+        columns = {
+            "key": rows.column("key"),
+            "arrival_seq": rows.column("arrival_seq"),
+            "event_time_ms": rows.column("event_time_ms"),
+            "event_time": pa.array(event[taken] * 1000, pa.timestamp("us", tz="UTC")),
+            "ingest_time_ms": rows.column("ingest_time_ms"),
+            "watermark_ms": rows.column("watermark_ms"),
+            "window_start_ms": pa.array(end - spec.window.size_ms),
+            "window_end_ms": pa.array(end),
+            "window_end_date": pa.array(days, pa.date32()),
+            "value": rows.column("value"),
+        }
+        found.append(pa.Table.from_arrays(
+            [columns[f.name].cast(f.type) for f in schema], schema=schema))
+    return found
+
+
+def _quarantined(quarantine_path: str, first_day: str, last_day: str) -> np.ndarray:
+    """Ingest times of the quarantined lines that can fall on the days, in any time zone
+    (a day of margin either side)."""
+    if not table_exists(quarantine_path):
+        return _EMPTY
+    from jobs.fast_writes import read_columns
+
+    start, end = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
+    lines = read_columns(quarantine_path, ["ingest_time_ms"],
+                         (pc.field("ingest_time_ms") >= start - DAY_MS)
+                         & (pc.field("ingest_time_ms") < end + 2 * DAY_MS))
+    return lines.column("ingest_time_ms").to_numpy().astype(np.int64, copy=False)

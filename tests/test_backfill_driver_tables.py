@@ -1,0 +1,83 @@
+"""A standard-window backfill's late records and metrics, computed in the driver, are the rows
+Spark's computation writes: the same tables, row for row, either way."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import tables
+from jobs.backfill import run_backfill
+from jobs.generator import GeneratorConfig, generate
+from jobs.settings import PlatformSettings
+from jobs.streams.landing import ingest
+from jobs.windows import driver_tables
+from tests.output_tables import output_tables
+from tests.platform_home import PER_MINUTE, platform_env
+
+pytestmark = pytest.mark.spark
+
+DST_EVE = 1_772_928_000_000  # 2026-03-08 00:00 UTC: New York changes clocks that morning
+SLIDING = """
+source: events
+window: {type: sliding, size: 10m, slide: 2m}
+allowed_lateness: 2m
+aggregates:
+  - {name: events, fn: count}
+  - {name: value_max, fn: max, field: value}
+"""
+LENIENT = """
+source: events
+window: {type: tumbling, size: 1h}
+allowed_lateness: 24h
+aggregates:
+  - {name: events, fn: count}
+"""
+"""Nothing is ever dropped: no late records at all."""
+
+
+@pytest.fixture(scope="module")
+def pipelines(spark, tmp_path_factory):
+    """Two pipelines over a log of two days across a change of clocks, with late, very late
+    and malformed lines, partitioned by New York's days."""
+    home = tmp_path_factory.mktemp("driver-tables") / "platform"
+    env = {**platform_env(home, {"per_minute": PER_MINUTE, "sliding": SLIDING,
+                                      "lenient": LENIENT}),
+           "PLATFORM_TIME_ZONE": "America/New_York"}
+    settings = PlatformSettings.from_env(env)
+    stream = settings.platform.streams["events"]
+    generate(GeneratorConfig(events=6_000, duration_ms=2 * 86_400_000, keys=12,
+                             start_ms=DST_EVE - 6 * 3_600_000, late_fraction=0.1,
+                             very_late_fraction=0.03, bad_fraction=0.02), stream.landing)
+    ingest(spark, stream, progress=lambda _: None)
+    return settings.platform.pipelines
+
+
+def _backfill(spark, pipeline, in_driver: bool, monkeypatch, *days: str | None) -> dict:
+    monkeypatch.setattr(driver_tables, "DRIVER_RECORDS", 10**12 if in_driver else -1)
+    said: list[str] = []
+    report = run_backfill(spark, pipeline, *days, progress=said.append)
+    return {"report": report, "said": said, "tables": output_tables(spark, pipeline)}
+
+
+@pytest.mark.parametrize("name", ["per_minute", "sliding", "lenient"])
+@pytest.mark.parametrize("days", [(None, None), ("2026-03-08", "2026-03-08")])
+def test_the_driver_writes_what_spark_writes(spark, pipelines, monkeypatch, name, days):
+    pipeline = pipelines[name]
+    by_spark = _backfill(spark, pipeline, False, monkeypatch, *days)
+    by_driver = _backfill(spark, pipeline, True, monkeypatch, *days)
+    for table in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+        expected, got = by_spark["tables"][table], by_driver["tables"][table]
+        assert len(expected) > 0 or (name, table) == ("lenient", tables.LATE_RECORDS), table
+        assert list(got.columns) == list(expected.columns), table
+        # dtypes too: a column written by deltalake reads back as Spark's
+        assert got.dtypes.to_dict() == expected.dtypes.to_dict(), table
+        assert got.to_dict("records") == expected.to_dict("records"), table
+    late = by_spark["tables"][tables.LATE_RECORDS]
+    assert (len(late) > 10) == (name != "lenient")
+    assert by_driver["report"].metrics == by_spark["report"].metrics
+    assert (by_driver["report"].results, by_driver["report"].late) == \
+        (by_spark["report"].results, by_spark["report"].late)
+    assert by_driver["report"].summary() == by_spark["report"].summary()
+    written = by_spark["report"].late
+    assert any(f"wrote {written} rows to {tables.LATE_RECORDS}" in line
+               for line in by_driver["said"])

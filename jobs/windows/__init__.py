@@ -28,4 +28,5 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
                                         last_day, log_ranges)
     from jobs.windows.keyed import compute_keyed_windows
 
-    return compute_keyed_windows(arrivals, quarantine, spec, time_zone, first_day, last_day)
+    return compute_keyed_windows(arrivals, quarantine, spec, time_zone, first_day, last_day,
+                                 log_ranges)

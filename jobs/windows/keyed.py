@@ -61,15 +61,19 @@ def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) ->
 
 def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: PipelineSpec,
                           time_zone: str = "UTC", first_day: str | None = None,
-                          last_day: str | None = None) -> WindowOutputs:
+                          last_day: str | None = None,
+                          log_ranges: dict[str, tuple] | None = None) -> WindowOutputs:
     """Results, late records, metrics and assignments for the windows whose end day is within
     ``[first_day, last_day]`` (all days when omitted), from the operator library per key.
 
     The emitted rows are persisted (every output derives from them, and computing them runs
-    Python per record); :meth:`WindowOutputs.release` frees them.
+    Python per record); :meth:`WindowOutputs.release` frees them. ``log_ranges``: the log's
+    ``(min, max)`` per column when known from file statistics (its last watermark without a
+    Spark job).
     """
     check_runnable(spec)
-    log_watermark = arrivals.agg(F.max("watermark_ms")).first()[0]
+    log_watermark = log_ranges["watermark_ms"][1] if log_ranges else \
+        arrivals.agg(F.max("watermark_ms")).first()[0]
     emitted = emitted_rows(arrivals, spec,
                            log_watermark if log_watermark is not None else MIN_WATERMARK)
     emitted = (emitted.withColumn("window_end_date",

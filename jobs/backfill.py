@@ -25,7 +25,7 @@ from jobs.progress import heartbeat
 from jobs.registry import Pipeline
 from jobs.table_stats import column_ranges, latest_version, rows_written
 from jobs.window_tables import WindowOutputs
-from jobs.windows import compute_windows
+from jobs.windows import compute_windows, driver_tables
 
 
 @dataclass
@@ -200,6 +200,9 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
             if outputs.keeps_assignments:  # materialises the persisted rows the rest reuse
                 written[tables.WINDOW_ASSIGNMENTS] = through_spark(
                     tables.WINDOW_ASSIGNMENTS, outputs.assigned)()
+                if written[tables.WINDOW_ASSIGNMENTS] <= driver_tables.DRIVER_RECORDS:
+                    writes[tables.LATE_DATA_METRICS] = lambda: _assigned_metrics_write(
+                        pipeline, tag, outputs, said)
             written.update(_concurrently(writes))
     finally:
         outputs.release()
@@ -209,13 +212,30 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
                           written[tables.LATE_RECORDS], metrics, pipeline.name)
 
 
+def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs,
+                            said: Callable[[str, int], int]) -> int:
+    """The metrics of a pipeline that keeps its assignments, computed in the driver from the
+    ``window_assignments`` rows this backfill just wrote (jobs/windows/driver_tables.py)."""
+    from jobs import fast_writes
+    from jobs.table_stats import tagged_version
+
+    path = pipeline.table_path(tables.WINDOW_ASSIGNMENTS)
+    data = driver_tables.assigned_metrics(
+        path, tagged_version(path, tag), pipeline.table_path(tables.QUARANTINE),
+        pipeline.time_zone, outputs.first_day, outputs.last_day,
+        fast_writes.arrow_schema(outputs.metrics.schema))
+    fast_writes.replace_range(pipeline.table_path(tables.LATE_DATA_METRICS), data,
+                              column="window_end_date", first=outputs.first_day,
+                              last=outputs.last_day, partition_by=["window_end_date"])
+    return said(tables.LATE_DATA_METRICS, data.num_rows)
+
+
 def _in_driver(pipeline: Pipeline, version: int, first_day: str, last_day: str) -> bool:
     """Whether the driver computes the late records and metrics (jobs/windows/
     driver_tables.py): standard windows, a range of at most ``DRIVER_RECORDS`` log records
     by the snapshot's file statistics."""
     from jobs.days import reach_bounds
     from jobs.table_stats import rows_meeting
-    from jobs.windows import driver_tables
 
     if not pipeline.spec.is_standard_window:
         return False

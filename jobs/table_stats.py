@@ -103,11 +103,25 @@ def rows_written(table_path: str, tag: str) -> int:
     that may be another writer's (the live stream, a concurrent backfill) or, when this write
     replaced an empty range with nothing and so committed nothing, the previous run's;
     neither is this run's to report."""
+    commit = _tagged(table_path, tag)
+    if commit is None:  # replacing nothing with nothing makes no commit at all
+        return 0
+    return int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
+
+
+def tagged_version(table_path: str, tag: str) -> int | None:
+    """The version the commit tagged ``tag`` made (``None``: it made none, or the table has
+    none)."""
+    commit = _tagged(table_path, tag)
+    return None if commit is None else int(commit["version"])
+
+
+def _tagged(table_path: str, tag: str) -> dict | None:
     table = _table(table_path)
     for commit in table.history(HISTORY_SEARCH) if table is not None else []:
         if commit.get("userMetadata") == tag:
-            return int((commit.get("operationMetrics") or {}).get("numOutputRows", 0))
-    return 0  # replacing nothing with nothing makes no commit at all
+            return commit
+    return None
 
 
 def column_ranges(table_path: str, columns: tuple[str, ...],

@@ -1,18 +1,19 @@
-"""A standard-window backfill's late records and metrics, computed in the driver, are the rows
-Spark's computation writes: the same tables, row for row, either way."""
+"""A backfill's late records and metrics computed in the driver are the rows Spark's computation
+writes: the same tables, row for row, either way (standard windows from the log, sessions'
+metrics from the assignments they keep)."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobs import tables
+from jobs import fast_writes, tables
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
 from jobs.streams.landing import ingest
 from jobs.windows import driver_tables
 from tests.output_tables import output_tables
-from tests.platform_home import PER_MINUTE, platform_env
+from tests.platform_home import PER_MINUTE, SESSIONS, platform_env
 
 pytestmark = pytest.mark.spark
 
@@ -41,7 +42,7 @@ def pipelines(spark, tmp_path_factory):
     and malformed lines, partitioned by New York's days."""
     home = tmp_path_factory.mktemp("driver-tables") / "platform"
     env = {**platform_env(home, {"per_minute": PER_MINUTE, "sliding": SLIDING,
-                                      "lenient": LENIENT}),
+                                      "lenient": LENIENT, "sessions": SESSIONS}),
            "PLATFORM_TIME_ZONE": "America/New_York"}
     settings = PlatformSettings.from_env(env)
     stream = settings.platform.streams["events"]
@@ -56,16 +57,29 @@ def _backfill(spark, pipeline, in_driver: bool, monkeypatch, *days: str | None) 
     monkeypatch.setattr(driver_tables, "DRIVER_RECORDS", 10**12 if in_driver else -1)
     said: list[str] = []
     report = run_backfill(spark, pipeline, *days, progress=said.append)
-    return {"report": report, "said": said, "tables": output_tables(spark, pipeline)}
+    found = output_tables(spark, pipeline)
+    assignments = pipeline.table_path(tables.WINDOW_ASSIGNMENTS)
+    if pipeline.spec.is_standard_window:
+        assert not fast_writes.table_exists(assignments)
+    else:
+        frame = spark.read.format("delta").load(assignments).toPandas()
+        found[tables.WINDOW_ASSIGNMENTS] = frame.sort_values(
+            sorted(frame.columns)).reset_index(drop=True)[sorted(frame.columns)]
+    return {"report": report, "said": said, "tables": found}
 
 
-@pytest.mark.parametrize("name", ["per_minute", "sliding", "lenient"])
-@pytest.mark.parametrize("days", [(None, None), ("2026-03-08", "2026-03-08")])
+EVERY_DAY, CLOCK_CHANGE_DAY = (None, None), ("2026-03-08", "2026-03-08")
+
+
+@pytest.mark.parametrize(("name", "days"), [
+    ("per_minute", EVERY_DAY), ("per_minute", CLOCK_CHANGE_DAY), ("sliding", EVERY_DAY),
+    ("lenient", EVERY_DAY), ("sessions", EVERY_DAY), ("sessions", CLOCK_CHANGE_DAY)])
 def test_the_driver_writes_what_spark_writes(spark, pipelines, monkeypatch, name, days):
     pipeline = pipelines[name]
     by_spark = _backfill(spark, pipeline, False, monkeypatch, *days)
     by_driver = _backfill(spark, pipeline, True, monkeypatch, *days)
-    for table in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+    kept = [tables.WINDOW_ASSIGNMENTS] if name == "sessions" else []
+    for table in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS, *kept):
         expected, got = by_spark["tables"][table], by_driver["tables"][table]
         assert len(expected) > 0 or (name, table) == ("lenient", tables.LATE_RECORDS), table
         assert list(got.columns) == list(expected.columns), table

@@ -104,35 +104,77 @@ def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
     if not days:
         return {}
     calendar = DayCalendar(min(days), max(days), time_zone)
-    every, day_index = calendar.days, calendar.index
-    known = watermark != MIN_WATERMARK
-    counts = np.zeros((3, len(every)), dtype=np.int64)  # on time, late within, dropped
-    late_days, late_values, lag_days, lag_values = [], [], [], []
+    counting = _Counting(len(calendar.days))
     for valid, max_ts, dropped, on_time in assignments(event, watermark, spec):
-        index = day_index(max_ts)
-        inside = valid & (index >= 0) & (index < len(every))
-        for row, fate in enumerate((on_time, valid & ~dropped & ~on_time, dropped)):
-            counts[row] += np.bincount(index[inside & fate], minlength=len(every))
-        late = inside & known & ~on_time
-        late_days.append(index[late])
-        late_values.append(np.maximum(0, watermark[late] - event[late]))
-        lagged = inside & known
-        lag_days.append(index[lagged])
-        lag_values.append(ingest[lagged] - watermark[lagged])
-    late_day, late_value = np.concatenate(late_days), np.concatenate(late_values)
-    lag_day, lag_value = np.concatenate(lag_days), np.concatenate(lag_values)
-    quarantine_days = day_index(np.asarray(quarantined_ingest_ms, dtype=np.int64))
-    quarantined = np.bincount(quarantine_days[(quarantine_days >= 0)
-                                              & (quarantine_days < len(every))],
-                              minlength=len(every))
-    wanted = set(days)
-    found = {}
-    for i, day in enumerate(every):
-        if day in wanted:
-            found[day] = DayTally(counts[:, i].copy(), int(quarantined[i]),
-                                  *histogram(late_value[late_day == i]),
-                                  *histogram(lag_value[lag_day == i]))
-    return found
+        fate = np.where(on_time, ON_TIME, np.where(dropped, DROPPED_LATE, LATE_WITHIN))
+        counting.add(np.where(valid, calendar.index(max_ts), -1), fate, event, ingest,
+                     watermark)
+    counting.quarantine(calendar.index(np.asarray(quarantined_ingest_ms, dtype=np.int64)))
+    return counting.tallies(calendar.days, days)
+
+
+ON_TIME, LATE_WITHIN, DROPPED_LATE = 0, 1, 2
+"""Fates as :class:`DayTally` ``counts`` index them."""
+
+
+def fate_tallies(fate: np.ndarray, end_day: np.ndarray, event: np.ndarray, ingest: np.ndarray,
+                 watermark: np.ndarray, quarantined_ingest_ms: np.ndarray, time_zone: str,
+                 days: Sequence[dt.date]) -> dict[dt.date, DayTally]:
+    """:func:`tallies` of (record, window) assignments whose fate the operator decided (the
+    ``window_assignments`` table: ``fate`` as :data:`ON_TIME` .. :data:`DROPPED_LATE`,
+    ``end_day`` its ``window_end_date`` as a ``datetime64[D]``)."""
+    if not days:
+        return {}
+    calendar = DayCalendar(min(days), max(days), time_zone)
+    counting = _Counting(len(calendar.days))
+    first = np.datetime64(calendar.days[0], "D")
+    counting.add((end_day.astype("datetime64[D]") - first).astype(np.int64), fate, event,
+                 ingest, watermark)
+    counting.quarantine(calendar.index(np.asarray(quarantined_ingest_ms, dtype=np.int64)))
+    return counting.tallies(calendar.days, days)
+
+
+class _Counting:
+    """Fate counts and lateness and lag values per day index, assignment by assignment."""
+
+    def __init__(self, days: int) -> None:
+        self.days = days
+        self.counts = np.zeros((3, days), dtype=np.int64)
+        self.quarantined = np.zeros(days, dtype=np.int64)
+        self.late: list[tuple[np.ndarray, np.ndarray]] = []
+        self.lags: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, index: np.ndarray, fate: np.ndarray, event: np.ndarray, ingest: np.ndarray,
+            watermark: np.ndarray) -> None:
+        """Assignments ending on day ``index`` (outside ``[0, days)``: not counted)."""
+        inside = (index >= 0) & (index < self.days)
+        for row in (ON_TIME, LATE_WITHIN, DROPPED_LATE):
+            self.counts[row] += np.bincount(index[inside & (fate == row)], minlength=self.days)
+        known = inside & (watermark != MIN_WATERMARK)
+        late = known & (fate != ON_TIME)
+        self.late.append((index[late], np.maximum(0, watermark[late] - event[late])))
+        self.lags.append((index[known], ingest[known] - watermark[known]))
+
+    def quarantine(self, index: np.ndarray) -> None:
+        self.quarantined += np.bincount(index[(index >= 0) & (index < self.days)],
+                                        minlength=self.days)
+
+    def tallies(self, every: list[dt.date], days: Sequence[dt.date]
+                ) -> dict[dt.date, DayTally]:
+        late_day, late_value = _joined(self.late)
+        lag_day, lag_value = _joined(self.lags)
+        wanted = set(days)
+        return {day: DayTally(self.counts[:, i].copy(), int(self.quarantined[i]),
+                              *histogram(late_value[late_day == i]),
+                              *histogram(lag_value[lag_day == i]))
+                for i, day in enumerate(every) if day in wanted}
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return _EMPTY, _EMPTY
+    return (np.concatenate([day for day, _ in parts]),
+            np.concatenate([value for _, value in parts]))
 
 
 class DayTallies:

@@ -141,7 +141,7 @@ class PipelineSink:
         self.label = self.label or self.pipeline.name
         self._lock = threading.Lock()
         self.flush_seconds = 0.0
-        self._day_schemas: dict[bool, pa.Schema] = {}
+        self._day_schemas: dict[bool | tuple[str, bool], pa.Schema] = {}
         self._day_tallies: DayTallies | None = None
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
@@ -508,6 +508,23 @@ class PipelineSink:
             self._day_schemas[with_quarantine] = fast_writes.arrow_schema(planned.schema)
         return self._day_schemas[with_quarantine]
 
+    def _assigned_metrics_schema(self) -> pa.Schema:
+        """The Arrow schema of the metrics Spark computes from the assignments table
+        (``day_metrics``), planned once per sink and quarantine (no job runs)."""
+        quarantine_path = self.pipeline.table_path(tables.QUARANTINE)
+        with_quarantine = fast_writes.table_exists(quarantine_path)
+        key = ("assigned", with_quarantine)
+        if key not in self._day_schemas:
+            assigned = (self.spark.read.format("delta")
+                        .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
+                        .withColumnRenamed("fate", "_class"))
+            planned = day_metrics(
+                assigned, read_table_or_none(self.spark, quarantine_path)
+                if with_quarantine else None, self.pipeline.time_zone, "1970-01-01",
+                "1970-01-01")
+            self._day_schemas[key] = fast_writes.arrow_schema(planned.schema)
+        return self._day_schemas[key]
+
     @staticmethod
     def _columns_of(path: str) -> set[str]:
         from deltalake import DeltaTable
@@ -556,14 +573,12 @@ class PipelineSink:
             min(self.days[0], first_day), max(self.days[1], last_day))
         if spec.is_standard_window:
             data = self._standard_day_metrics(first_day, last_day)
-        else:
-            quarantine = read_table_or_none(self.spark,
-                                            self.pipeline.table_path(tables.QUARANTINE))
-            assigned = (self.spark.read.format("delta")
-                        .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
-                        .where(F.col("window_end_date").between(first_day, last_day))
-                        .withColumnRenamed("fate", "_class"))
-            data = day_metrics(assigned, quarantine, zone, first_day, last_day).toArrow()
+        else:  # from the assignments table, in the driver as the backfill computes them
+            from jobs.windows.driver_tables import assigned_metrics  # it reads jobs.live's
+
+            data = assigned_metrics(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS), None,
+                                    self.pipeline.table_path(tables.QUARANTINE), zone,
+                                    first_day, last_day, self._assigned_metrics_schema())
         fast_writes.replace_range(self.pipeline.table_path(tables.LATE_DATA_METRICS), data,
                                   column="window_end_date", first=first_day, last=last_day,
                                   partition_by=["window_end_date"])

@@ -14,6 +14,11 @@ the written tables equal, row for row, to Spark's.
 
 Past :data:`DRIVER_RECORDS` records the driver would become the backfill's slowest part (it is
 one core, and Spark scales out), so larger ranges stay with Spark.
+
+Pipelines the operator library runs per key keep each record's fate in the
+``window_assignments`` table, and their metrics are a function of it: :func:`assigned_metrics`
+computes them in the driver from the table's days, for the backfill (once it wrote them) and the
+live sink alike.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ import pyarrow.compute as pc
 from jobs import tables
 from jobs.days import DAY_MS, day_start_utc_ms, reach_bounds
 from jobs.fast_writes import arrow_schema, delta_uri, table_exists
-from jobs.live.day_tallies import DayCalendar, DayTally, tallies
+from jobs.live.day_tallies import DayCalendar, DayTally, fate_tallies, tallies
 from jobs.live.lateness import assignments
 from operators.pipeline import PipelineSpec
+from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
 
 DRIVER_RECORDS = 20_000_000
 """The most log records (by file statistics) whose late records and metrics the driver
@@ -132,3 +138,42 @@ def _quarantined(quarantine_path: str, first_day: str, last_day: str) -> np.ndar
                          (pc.field("ingest_time_ms") >= start - DAY_MS)
                          & (pc.field("ingest_time_ms") < end + 2 * DAY_MS))
     return lines.column("ingest_time_ms").to_numpy().astype(np.int64, copy=False)
+
+
+ASSIGNMENT_COLUMNS = ("fate", "window_end_date", "event_time_ms", "ingest_time_ms",
+                      "watermark_ms")
+
+
+def assigned_metrics(assignments_path: str, version: int | None, quarantine_path: str,
+                     time_zone: str, first_day: str, last_day: str,
+                     metrics_schema: pa.Schema) -> pa.Table:
+    """The metrics rows of ``[first_day, last_day]`` from the ``window_assignments`` table
+    (at ``version``; ``None``: the newest) and the quarantine as it is now: what
+    ``jobs.window_tables.day_metrics`` gives over the same rows."""
+    from deltalake import DeltaTable
+
+    days = DayCalendar(dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day),
+                       time_zone).days
+    held = {day: DayTally() for day in days}
+    if table_exists(assignments_path):
+        dataset = DeltaTable(delta_uri(assignments_path), version=version).to_pyarrow_dataset()
+        day = pc.field("window_end_date")
+        for batch in dataset.to_batches(columns=list(ASSIGNMENT_COLUMNS),
+                                        filter=(day >= days[0]) & (day <= days[-1])):
+            if not batch.num_rows:
+                continue
+            fate = pc.index_in(batch.column("fate"),
+                               value_set=pa.array([ON_TIME_CLASS, LATE_WITHIN, DROPPED]))
+            event, ingest, watermark = (
+                batch.column(name).to_numpy().astype(np.int64, copy=False)
+                for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
+            # a partition column: dictionary-encoded as the dataset reads it
+            end_day = pc.cast(batch.column("window_end_date"), pa.date32())
+            _fold(held, fate_tallies(fate.to_numpy(zero_copy_only=False),
+                                     end_day.to_numpy(zero_copy_only=False), event, ingest,
+                                     watermark, _EMPTY, time_zone, days))
+    _fold(held, fate_tallies(_EMPTY, np.empty(0, "datetime64[D]"), _EMPTY, _EMPTY, _EMPTY,
+                             _quarantined(quarantine_path, first_day, last_day), time_zone,
+                             days))
+    rows = [held[day].row(day) for day in days if not held[day].empty]
+    return pa.Table.from_pylist(rows, metrics_schema)

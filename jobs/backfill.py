@@ -9,21 +9,29 @@ meanwhile (see :func:`run_backfill`).
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import effective_from, tables, versions
+from jobs import effective_from, fast_writes, tables, versions
 from jobs.checks import nothing_to_backfill
-from jobs.days import could_reach
+from jobs.days import could_reach, reach_bounds
 from jobs.delta_io import read_table_or_none, replace_range
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
-from jobs.table_stats import column_ranges, latest_version, rows_written
+from jobs.table_stats import (
+    column_ranges,
+    latest_version,
+    rows_meeting,
+    rows_written,
+    tagged_version,
+)
 from jobs.window_tables import WindowOutputs
 from jobs.windows import compute_windows, driver_tables
 
@@ -216,9 +224,6 @@ def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs
                             said: Callable[[str, int], int]) -> int:
     """The metrics of a pipeline that keeps its assignments, computed in the driver from the
     ``window_assignments`` rows this backfill just wrote (jobs/windows/driver_tables.py)."""
-    from jobs import fast_writes
-    from jobs.table_stats import tagged_version
-
     path = pipeline.table_path(tables.WINDOW_ASSIGNMENTS)
     data = driver_tables.assigned_metrics(
         path, tagged_version(path, tag), pipeline.table_path(tables.QUARANTINE),
@@ -234,9 +239,6 @@ def _in_driver(pipeline: Pipeline, version: int, first_day: str, last_day: str) 
     """Whether the driver computes the late records and metrics (jobs/windows/
     driver_tables.py): standard windows, a range of at most ``DRIVER_RECORDS`` log records
     by the snapshot's file statistics."""
-    from jobs.days import reach_bounds
-    from jobs.table_stats import rows_meeting
-
     if not pipeline.spec.is_standard_window:
         return False
     records = rows_meeting(pipeline.table_path(tables.ARRIVAL_LOG), "event_time_ms",
@@ -248,10 +250,7 @@ def _driver_writes(pipeline: Pipeline, version: int, outputs: WindowOutputs,
                    said: Callable[[str, int], int]) -> int:
     """The late records and metrics computed in the driver, each table's days replaced in one
     commit through ``deltalake``; returns the late rows written."""
-    from jobs import fast_writes
-    from jobs.windows.driver_tables import late_and_metrics
-
-    found = late_and_metrics(pipeline.table_path(tables.ARRIVAL_LOG), version,
+    found = driver_tables.late_and_metrics(pipeline.table_path(tables.ARRIVAL_LOG), version,
                              pipeline.table_path(tables.QUARANTINE), pipeline.spec,
                              pipeline.time_zone, outputs.first_day, outputs.last_day,
                              fast_writes.arrow_schema(outputs.metrics.schema))
@@ -267,13 +266,7 @@ def _driver_writes(pipeline: Pipeline, version: int, outputs: WindowOutputs,
 def written_metrics(path: str, first_day: str, last_day: str) -> list[dict]:
     """The metrics table's rows of ``[first_day, last_day]`` by day, read in the driver (no
     Spark job): the report's figures are what the table holds."""
-    import datetime as dt
-
-    import pyarrow.compute as pc
-
-    from jobs.fast_writes import read_columns
-
     day = pc.field("window_end_date")
-    rows = read_columns(path, None, (day >= dt.date.fromisoformat(first_day))
-                        & (day <= dt.date.fromisoformat(last_day))).to_pylist()
+    rows = fast_writes.read_columns(path, None, (day >= dt.date.fromisoformat(first_day))
+                                    & (day <= dt.date.fromisoformat(last_day))).to_pylist()
     return sorted(rows, key=lambda row: row["window_end_date"])

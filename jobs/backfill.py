@@ -196,6 +196,7 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
 
     writes = {tables.WINDOW_RESULTS: through_spark(tables.WINDOW_RESULTS, outputs.results)}
     if _in_driver(pipeline, version, outputs.first_day, outputs.last_day):
+        # one task writes both tables; it returns the late rows, which the report counts
         writes[tables.LATE_RECORDS] = lambda: _driver_writes(pipeline, version, outputs, said)
     else:
         writes[tables.LATE_RECORDS] = through_spark(tables.LATE_RECORDS, outputs.late)

@@ -61,20 +61,11 @@ def rows_meeting(table_path: str, column: str, low: int, high: int,
     at least as many as the rows inside it. ``None``: no table, or a file without
     statistics for the column (the count is unknown)."""
     actions = _actions(table_path, version)
-    if actions is None or f"min.{column}" not in actions.column_names:
+    files = None if actions is None else _file_stats(actions, column)
+    if files is None:
         return None
-    total = 0
-    for records, lowest, highest in zip(actions.column("num_records").to_pylist(),
-                                        actions.column(f"min.{column}").to_pylist(),
-                                        actions.column(f"max.{column}").to_pylist(),
-                                        strict=True):
-        if records == 0:
-            continue
-        if records is None or lowest is None or highest is None:
-            return None
-        if lowest <= high and highest >= low:
-            total += records
-    return total
+    return sum(records for records, lowest, highest in files
+               if lowest <= high and highest >= low)
 
 
 def row_count(table_path: str) -> int | None:
@@ -146,9 +137,16 @@ def ranges_in(actions: pa.Table | None, columns: tuple[str, ...]) -> dict[str, t
 
 
 def _bounds(actions: pa.Table, column: str) -> list[tuple] | None:
+    files = _file_stats(actions, column)
+    return None if files is None else [(low, high) for _, low, high in files]
+
+
+def _file_stats(actions: pa.Table, column: str) -> list[tuple] | None:
+    """``(rows, min, max)`` of ``column`` per live file that holds rows, or ``None`` when a
+    file has no statistics for it."""
     if f"min.{column}" not in actions.column_names:
         return None
-    bounds = []
+    files = []
     for records, low, high in zip(actions.column("num_records").to_pylist(),
                                   actions.column(f"min.{column}").to_pylist(),
                                   actions.column(f"max.{column}").to_pylist(), strict=True):
@@ -156,8 +154,8 @@ def _bounds(actions: pa.Table, column: str) -> list[tuple] | None:
             continue
         if records is None or low is None or high is None:
             return None
-        bounds.append((low, high))
-    return bounds
+        files.append((records, low, high))
+    return files
 
 
 def _actions(table_path: str, version: int | None = None) -> pa.Table | None:

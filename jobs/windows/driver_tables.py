@@ -69,6 +69,8 @@ def late_and_metrics(log_path: str, version: int, quarantine_path: str, spec: Pi
     days = calendar.days
     held = {day: DayTally() for day in days}
     late_parts: list[pa.Table] = []
+    late_schema = arrow_schema(tables.LATE_RECORDS_SCHEMA)
+    day_values = np.array(days, dtype="datetime64[D]")
     low, high = reach_bounds(first_day, last_day, spec.window)
     dataset = DeltaTable(delta_uri(log_path), version=version).to_pyarrow_dataset()
     reaching = (pc.field("event_time_ms") >= low) & (pc.field("event_time_ms") <= high)
@@ -79,12 +81,12 @@ def late_and_metrics(log_path: str, version: int, quarantine_path: str, spec: Pi
             batch.column(name).to_numpy().astype(np.int64, copy=False)
             for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
         _fold(held, tallies(event, ingest, watermark, _EMPTY, spec, time_zone, days))
-        late_parts.extend(_late_rows(batch, event, watermark, spec, calendar))
+        late_parts.extend(_late_rows(batch, event, watermark, spec, calendar, late_schema,
+                                     day_values))
     _fold(held, tallies(_EMPTY, _EMPTY, _EMPTY, _quarantined(quarantine_path, first_day,
                                                              last_day),
                         spec, time_zone, days))
     rows = [held[day].row(day) for day in days if not held[day].empty]
-    late_schema = arrow_schema(tables.LATE_RECORDS_SCHEMA)
     late = pa.concat_tables(late_parts) if late_parts else late_schema.empty_table()
     return DriverTables(late, pa.Table.from_pylist(rows, metrics_schema))
 
@@ -96,10 +98,11 @@ def _fold(held: dict[dt.date, DayTally], found: dict[dt.date, DayTally]) -> None
 
 
 def _late_rows(batch: pa.RecordBatch, event: np.ndarray, watermark: np.ndarray,
-               spec: PipelineSpec, calendar: DayCalendar) -> list[pa.Table]:
+               spec: PipelineSpec, calendar: DayCalendar, schema: pa.Schema,
+               day_values: np.ndarray) -> list[pa.Table]:
     """The batch's dropped assignments whose window ends on one of the calendar's days, one
-    table per window position, in the late-records table's shape."""
-    schema = arrow_schema(tables.LATE_RECORDS_SCHEMA)
+    table per window position, in the late-records table's shape (``schema``;
+    ``day_values``: the calendar's days as ``datetime64[D]``)."""
     found = []
     for _, max_ts, dropped, _ in assignments(event, watermark, spec):
         index = calendar.index(max_ts)
@@ -108,7 +111,7 @@ def _late_rows(batch: pa.RecordBatch, event: np.ndarray, watermark: np.ndarray,
             continue
         rows = batch.take(pa.array(taken))
         end = max_ts[taken] + 1
-        days = np.array(calendar.days, dtype="datetime64[D]")[index[taken]]
+        days = day_values[index[taken]]
         columns = {
             "key": rows.column("key"),
             "arrival_seq": rows.column("arrival_seq"),

@@ -90,6 +90,25 @@ def pipelines_for(window: str, count: int, mix: str = "demo") -> dict[str, str]:
 # -- the producer (its own process: the stream's driver keeps its GIL) -----------------------------
 
 
+def _landing_lines(key: np.ndarray, event: np.ndarray, value: np.ndarray, bad: np.ndarray,
+                   now_ms: int) -> bytes:
+    """A file's JSON lines, built by Arrow's string kernels: formatted one by one in Python
+    they cost the producer 14 µs a line on a slow hour of this machine, most of a core at
+    80,000 events/s, taken from the engines it measures."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = pc.utf8_lpad(pc.cast(pa.array(key), pa.string()), 6, "0")
+    lines = pc.binary_join_element_wise(
+        '{"key":"user-', names, '","event_time":', pc.cast(pa.array(event), pa.string()),
+        ',"value":', pc.cast(pa.array(value), pa.string()), f',"received_at":{now_ms}}}\n',
+        "")
+    lines = pc.if_else(pa.array(bad), '{"key": "user-bad", "event_time": "sometime"\n', lines)
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    first, last = offsets[lines.offset], offsets[lines.offset + len(lines)]
+    return lines.buffers()[2].to_pybytes()[first:last]
+
+
 def produce(landing: str, rate: int, keys: int, partitions: int, file_seconds: float,
             seconds: float, seed: int, manifest: str) -> None:
     """Write files at ``rate`` events/s for ``seconds``; record each file's completion time."""
@@ -116,18 +135,11 @@ def produce(landing: str, rate: int, keys: int, partitions: int, file_seconds: f
             key = rng.integers(0, keys, per_file)
             value = np.round(rng.gamma(2.0, 10.0, per_file), 2)
             bad = rng.random(per_file) < 0.005
-            lines = []
-            for i in range(per_file):
-                if bad[i]:
-                    lines.append('{"key": "user-bad", "event_time": "sometime"')
-                    continue
-                lines.append(f'{{"key":"user-{key[i]:06d}","event_time":{event[i]},'
-                             f'"value":{value[i]},"received_at":{now_ms}}}')
             folder = Path(landing) / f"producer-{partition}"
             folder.mkdir(parents=True, exist_ok=True)
             name = f"f-{tick:07d}.jsonl"
             tmp = folder / (name + ".tmp")
-            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            tmp.write_bytes(_landing_lines(key, event, value, bad, now_ms))
             os.replace(tmp, folder / name)
             completed.append((f"producer-{partition}/{name}", time.time(), per_file))
         tick += 1

@@ -417,7 +417,8 @@ def arrival_table(good: dict[str, Any], plan: Plan) -> pa.Table:
         "ingest_time_ms": pa.array(ingest), "ingest_time": _timestamps(ingest),
         "watermark_ms": pa.array(watermark),
         "watermark": _timestamps(watermark, watermark != MIN_WATERMARK),
-        "value": pa.array(good["value"], pa.decimal128(38, 9)),
+        "value": (good["value"] if isinstance(good["value"], pa.Array)
+                  else pa.array(good["value"], pa.decimal128(38, 9))),
         "payload": pa.array(good["payload"], pa.string()),
     }
     return pa.Table.from_pydict(columns, schema=ARRIVAL_SCHEMA)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from jobs.streams.landing.fast_parse import FastParser, ParsedLines
 from jobs.streams.landing.folder import LandingFolder, read_range
@@ -440,7 +441,8 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     if kept:
         last_ingest = int(clocks[kept[-1]])
     keys = [key for read in reads for key in read.parsed.keys]
-    values = [value for read in reads for value in read.parsed.values]
+    values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
+        else pa.array([], pa.decimal128(38, 9))
     texts = [text for read in reads for text in read.texts]
     stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
     good_rows = {
@@ -448,7 +450,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         "source_file": [names[c] for c in codes[good].tolist()],
         "line_number": numbers[good], "key": [keys[i] for i in kept],
         "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
-        "value": [values[i] for i in kept], "payload": [texts[i] for i in kept],
+        "value": values.take(pa.array(good)), "payload": [texts[i] for i in kept],
         "stamp_ms": [stamps[i] for i in kept],
     }
     dropped = bad.tolist()

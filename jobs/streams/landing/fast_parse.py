@@ -4,9 +4,10 @@ Profiled at 80,000 events/s offered, ingest was the live job's ceiling: one core
 decoding and checking lines one by one (benchmarks/RESULTS.md, "Ingest at Spark's ceiling").
 Here ``msgspec`` decodes a file part's lines in one C call (``decode_lines``, newline-delimited
 JSON) into the few fields ingest reads (key, event time, value, and the ingest clock's and
-punctuation's fields when configured), numbers with a fraction as exact ``Decimal`` from their
-literal text as ``parse_line`` reads them, the other fields skipped unbuilt; the values are
-checked in bulk by Arrow's ``DECIMAL(38, 9)``.
+punctuation's fields when configured), the other fields skipped unbuilt. The value is kept
+as its JSON text and a part's values become ``DECIMAL(38, 9)`` in one Arrow cast, which also
+tells which ones it holds exactly; numbers in the other fields are exact ``Decimal`` from
+their literal text, as ``parse_line`` reads them.
 
 Only a line whose outcome is a plain good record takes this path: ASCII text within the size
 limit, valid JSON, a non-blank string key, an integer event time within range, a number or no

@@ -40,7 +40,9 @@ MAX_FUTURE = 60_000
 MAX_PAST = 3_600_000
 
 STAMPS = st.one_of(st.none(), st.integers(PLANNED_AT - 100_000, PLANNED_AT + 100_000),
-                   st.just("2026-01-01T00:00:30Z"), st.just("later"))
+                   st.just("2026-01-01T00:00:30Z"), st.just("later"),
+                   # no usable stamp: before 1970, after 9999, beyond 64 bits, a boolean
+                   st.sampled_from([-5, 253_402_300_800_000, 2**70, True]))
 GOOD = st.builds(
     lambda key, offset, value, stamp, mark: json.dumps(
         {"key": key, "event_time": PLANNED_AT + offset, "value": value,

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.streams.landing.fast_parse import FastParser, ParsedLines
 from jobs.streams.landing.folder import LandingFolder, read_range
@@ -268,27 +269,62 @@ def _clocks(texts: list[str], parsed: ParsedLines, part: FilePart, plan: Plan,
     clock_field = rules.clock_field
     invalid = {i for i, verdict in parsed.slow.items()
                if type(verdict) is Rejection and verdict.reason == INVALID_UTF8}
+    count = len(texts)
     if part.kind == CHANGED:
-        clocks = [None if i in invalid else plan.planned_at_ms for i in range(len(texts))]
+        clocks = np.full(count, plan.planned_at_ms, dtype=np.int64)
+        clocks[sorted(invalid)] = _NO_STAMP
     elif clock_field is None:
-        clocks = [None] * len(texts)
+        clocks = np.full(count, _NO_STAMP, dtype=np.int64)
     else:
-        clocks = list(map(_stamp_clock, parsed.extras[clock_field]))
+        clocks = _stamps(parsed.extras[clock_field])
         for i in np.flatnonzero(~parsed.is_event).tolist():
-            clocks[i] = None if i in invalid else _clock_from_text(texts[i], clock_field)
+            clock = None if i in invalid else _clock_from_text(texts[i], clock_field)
+            clocks[i] = _NO_STAMP if clock is None else clock
     stamp_limit = plan.planned_at_ms + rules.max_future_ms
-    for i in [i for i, clock in enumerate(clocks) if clock is not None and clock > stamp_limit]:
+    for i in np.flatnonzero(clocks > stamp_limit).tolist():
         # a collector stamp from the future would drag the ingest clock (and with it
         # idleness and interval ticks, hence watermarks) forward for every later record
         if parsed.is_event[i] and part.kind != CHANGED:
             parsed.reject(i, Rejection(BAD_INGEST_STAMP,
-                                       f"{clock_field}={clocks[i]} is more than max_future_ms "
-                                       f"after the wall clock when the batch was planned "
-                                       f"({plan.planned_at_ms})", int(parsed.events[i])))
-        clocks[i] = None
-    if None not in clocks:
-        return np.array(clocks, dtype=np.int64)
-    return np.array(_filled(clocks, plan.planned_at_ms), dtype=np.int64)
+                                       f"{clock_field}={int(clocks[i])} is more than "
+                                       "max_future_ms after the wall clock when the batch was "
+                                       f"planned ({plan.planned_at_ms})",
+                                       int(parsed.events[i])))
+        clocks[i] = _NO_STAMP
+    return _filled_clocks(clocks, plan.planned_at_ms)
+
+
+_NO_STAMP = -1
+"""A line without a usable stamp (every usable one is within ``_CLOCK_RANGE``, from 0)."""
+
+
+def _stamps(column: list[Any]) -> np.ndarray:
+    """The records' stamps as clocks (``_NO_STAMP`` where none is usable): at once when every
+    stamp is an integer or missing, one by one otherwise (ISO text, say)."""
+    if set(map(type, column)) <= {int, type(None)}:
+        try:
+            stamps = pa.array(column, pa.int64())
+        except (pa.ArrowInvalid, OverflowError):  # beyond 64 bits: not a usable stamp
+            pass
+        else:
+            values = pc.fill_null(stamps, _NO_STAMP).to_numpy().copy()
+            values[(values < _CLOCK_RANGE[0]) | (values > _CLOCK_RANGE[1])] = _NO_STAMP
+            return values
+    return np.array([_NO_STAMP if clock is None else clock
+                     for clock in map(_stamp_clock, column)], dtype=np.int64)
+
+
+def _filled_clocks(clocks: np.ndarray, default_ms: int) -> np.ndarray:
+    """:func:`_filled` over an array (``_NO_STAMP``: no stamp): the previous stamped line's
+    clock, before the first one the first one's, without any the batch's."""
+    stamped = clocks != _NO_STAMP
+    if stamped.all():
+        return clocks
+    if not stamped.any():
+        return np.full(len(clocks), default_ms, dtype=np.int64)
+    previous = np.maximum.accumulate(np.where(stamped, np.arange(len(clocks)), -1))
+    previous[previous < 0] = int(np.argmax(stamped))
+    return clocks[previous]
 
 
 def _stamp_clock(stamp: object) -> int | None:

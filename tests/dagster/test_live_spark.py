@@ -103,6 +103,9 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
     observed = home.instance.get_event_records(EventRecordsFilter(
         event_type=DagsterEventType.ASSET_OBSERVATION,
         asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)))
+    # a micro-batch's figures; the version's switch is an observation of the asset too, before
+    # or after the batch's as the machine's timing falls
+    observed = [r for r in observed if "batch_id" in r.asset_observation.metadata]
     assert len(observed) >= 1
     metadata = observed[-1].asset_observation.metadata
     for name in ("batch_id", "records", "on_time", "dropped_late", "dropped_late_rate",

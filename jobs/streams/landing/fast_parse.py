@@ -52,21 +52,17 @@ class FastParser:
         names = list(dict.fromkeys(["key", "event_time", "value",
                                     *(f for f in extra_fields if f)]))
         self.names = names
+        self._extras = list(dict.fromkeys(f for f in extra_fields if f))
         # the value as its JSON text, unless another role reads that field too: Arrow turns
         # a part's texts into DECIMAL(38, 9) at once (a Decimal per value, made while
         # decoding and again converted to Arrow, was a fifth of ingest's time)
-        self._raw_values = "value" not in self.extras_of(extra_fields)
+        self._raw_values = "value" not in self._extras
         record = msgspec.defstruct("LandedRecord", [
             (name, msgspec.Raw if name == "value" and self._raw_values else object, None)
             for name in names])
         decoder = msgspec.json.Decoder(record, float_hook=Decimal)
         self._decode = decoder.decode
         self._decode_lines = decoder.decode_lines
-        self._extras = self.extras_of(extra_fields)
-
-    @staticmethod
-    def extras_of(extra_fields: Iterable[str | None]) -> list[str]:
-        return list(dict.fromkeys(f for f in extra_fields if f))
 
     @property
     def extras(self) -> list[str]:
@@ -128,25 +124,17 @@ class FastParser:
         else:
             is_event, events, out_keys, out_values, out_extras = _placed(
                 count, candidates, plain, keys, times, values, extras)
-        slow: dict[int, ParsedEvent | Rejection] = {}
-        for i in np.flatnonzero(~is_event).tolist():
-            verdict = parse_line(lines[i], limit)
-            slow[i] = verdict
-            if type(verdict) is ParsedEvent:
-                is_event[i] = True
-                events[i] = verdict.event_time_ms
-                out_keys[i], out_values[i] = verdict.key, verdict.value
-                for name in self._extras:
-                    out_extras[name][i] = verdict.fields.get(name)
+        slow, others, found = self._judged(lines, is_event, events, out_keys, out_extras)
+        for i, value in zip(others, found, strict=True):
+            out_values[i] = value
         return ParsedLines(is_event, out_keys, events, out_values, out_extras, slow)
 
-    def _with_slow(self, lines: Sequence[str], plain: np.ndarray, keys: list[Any],
-                   times: list[Any], values: pa.Array, extras: dict[str, list[Any]]
-                   ) -> ParsedLines:
-        """Every line decoded in place, values as Arrow's: the lines that are not plain
-        records go through ``parse_line``, their values put in place in the array."""
-        is_event, events, keys, _, extras = _in_place(plain, keys, times, [None] * len(keys),
-                                                      extras)
+    def _judged(self, lines: Sequence[str], is_event: np.ndarray, events: np.ndarray,
+                keys: list[Any], extras: dict[str, list[Any]]
+                ) -> tuple[dict[int, ParsedEvent | Rejection], list[int], list[Any]]:
+        """``parse_line`` for every line not yet a record: its outcome by line, the records
+        it found put in place (all but their values), and those lines with their values
+        (``None`` for a rejection), for the caller's list or array of values."""
         slow: dict[int, ParsedEvent | Rejection] = {}
         others = np.flatnonzero(~is_event).tolist()
         found: list[Any] = []
@@ -160,6 +148,16 @@ class FastParser:
                 keys[i], found[-1] = verdict.key, verdict.value
                 for name in self._extras:
                     extras[name][i] = verdict.fields.get(name)
+        return slow, others, found
+
+    def _with_slow(self, lines: Sequence[str], plain: np.ndarray, keys: list[Any],
+                   times: list[Any], values: pa.Array, extras: dict[str, list[Any]]
+                   ) -> ParsedLines:
+        """Every line decoded in place, values as Arrow's: the lines that are not plain
+        records go through ``parse_line``, their values put in place in the array."""
+        is_event, events, keys, _, extras = _in_place(plain, keys, times, [None] * len(keys),
+                                                      extras)
+        slow, others, found = self._judged(lines, is_event, events, keys, extras)
         if others:
             mask = np.zeros(len(lines), dtype=bool)
             mask[others] = True

@@ -42,7 +42,9 @@ def to_exact(value: object) -> Decimal | None:
         number = number.quantize(QUANTUM, context=_CONTEXT)
     except (InvalidOperation, ValueError):
         return None
-    return number if abs(number) < MAX_ABS else None
+    # compared, not abs(): abs() rounds to the default context's 28 digits, and would refuse
+    # the largest values DECIMAL(38, 9) holds (99999999999999999999999999999.5 and up)
+    return number if -MAX_ABS < number < MAX_ABS else None
 
 
 def add_exact(a: Decimal, b: Decimal) -> Decimal:

@@ -75,3 +75,16 @@ def test_the_hard_cases_take_parse_lines_way():
     for key in ("k" * 1024, "k" * 1025):  # the key's length limit, within the line's
         line = json.dumps({"key": key, "event_time": 1})
         _same(roomy.parse(line), parse_line(line, 10_000))
+
+
+def test_values_beyond_what_arrows_cast_reads_right_take_the_rules_in_a_batch():
+    """Numbers Arrow's text-to-decimal cast turned into other numbers (an exponent past
+    the precision, 39 digits), numbers at DECIMAL(38, 9)'s bounds, and exact ones written with
+    more than nine decimals, each in a batch of plain ones."""
+    values = ["5.68261855221e34", "-17197626909691908115077384790.6981304066", "12.5",
+              "99999999999999999999999999999.999999999", "1.10000000000", "1e28", "1e-9",
+              "1.5e-10", "-0", "100000000000000000000000000000", "7"]
+    for value in values:  # each alone among plain ones, so no other decides the batch's way
+        lines = [f'{{"key": "k", "event_time": 1, "value": {v}}}' for v in ("1", value, "2.5")]
+        for line, result in zip(lines, PARSER.parse_many(lines), strict=True):
+            _same(result, parse_line(line, 300))

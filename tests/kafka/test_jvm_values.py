@@ -39,6 +39,8 @@ HARD = ['{"key": "k", "event_time": 1, "value": 1.0000000005}',
         '{"key": "k", "event_time": 4611686018427387904}', '{"key": "k", "event_time": 1,}',
         '{"key": "k", "event_time": 1, "value": 12345678901234567890123456789.123456789}',
         '{"key": "k", "event_time": 1, "value": 123456789012345678901234567890.1}',
+        '{"key": "k", "event_time": 1, "value": 99999999999999999999999999999.999999999}',
+        '{"key": "k", "event_time": 1, "value": 5.68261855221e34}',
         '{"key": "k", "event_time": 1, "value": -0.0}', '{"key": "k", "event_time": 1, '
         '"value": null}', '{"key": "k", "event_time": 1, "x": 1e400}',
         '{"key": "k", "event_time": 1, "x": ' + "[" * 80 + "]" * 80 + "}", "", " ", "null",
@@ -89,6 +91,8 @@ def test_the_hard_cases_are_left_to_python_or_parsed_alike(spark):
     assert taken == {'{"key": "k", "event_time": 1, "value": 1.0000000005}',  # rounded alike
                      '{"key": "k", "event_time": 1, "value": '
                      '12345678901234567890123456789.123456789}',
+                     '{"key": "k", "event_time": 1, "value": '
+                     '99999999999999999999999999999.999999999}',  # the largest it holds
                      '{"key": "k", "event_time": 1, "value": -0.0}',
                      '{"key": "k", "event_time": 1, "value": null}',
                      '{"key": "k", "event_time": 1, "x": 1e400}'}, taken

@@ -278,6 +278,11 @@ def _placed(count: int, candidates: Sequence[int], plain: np.ndarray, keys: list
 
 
 _JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+# Numbers Arrow's text-to-decimal cast takes without rescaling down or an exponent: at most
+# 29 digits before the point and 9 after. Beyond that the cast (pyarrow 26) can wrap
+# silently instead of refusing: "5.68e34", or 29 digits before the point and 10 after,
+# came out as other numbers. Those go through ``Decimal`` one by one.
+_CASTABLE_NUMBER = r"^-?(0|[1-9][0-9]{0,28})(\.[0-9]{1,9})?$"
 
 
 def _raw_values(raw: list[Any]) -> tuple[pa.Array, np.ndarray]:
@@ -289,17 +294,14 @@ def _raw_values(raw: list[Any]) -> tuple[pa.Array, np.ndarray]:
                      ).cast(pa.string())
     absent = pc.fill_null(pc.equal(texts, "null"), True)
     number = pc.fill_null(pc.match_substring_regex(texts, _JSON_NUMBER), False)
-    numbers = pc.if_else(number, texts, pa.scalar(None, pa.string()))
-    try:
-        values = pc.cast(numbers, _DECIMAL)
-        exact = number
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # some to round or out of range
-        decimals = [None if t is None else Decimal(t) for t in numbers.to_pylist()]
-        held = [None if d is None or to_exact(d) != d or not _fits(d) else d
-                for d in decimals]
-        values = pa.array(held, _DECIMAL)
-        exact = pc.is_valid(values)
-    plain = pc.or_(absent, exact).to_numpy(zero_copy_only=False)
+    castable = pc.fill_null(pc.match_substring_regex(texts, _CASTABLE_NUMBER), False)
+    values = pc.cast(pc.if_else(castable, texts, pa.scalar(None, pa.string())), _DECIMAL)
+    others = pc.and_not(number, castable)
+    if pc.any(others).as_py():
+        decimals = [Decimal(t) for t in pc.filter(texts, others).to_pylist()]
+        held = [d if to_exact(d) == d and _fits(d) else None for d in decimals]
+        values = pc.replace_with_mask(values, others, pa.array(held, _DECIMAL))
+    plain = pc.or_(absent, pc.is_valid(values)).to_numpy(zero_copy_only=False)
     return values, plain
 
 

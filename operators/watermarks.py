@@ -243,7 +243,8 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     combined = restored._combined
     names = sorted(set(partitions) | set(restored._partitions))
     codes = {name: index for index, name in enumerate(names)}
-    partition_codes = np.fromiter((codes[p] for p in partitions), dtype=np.int64, count=count)
+    partition_codes = np.fromiter(map(codes.__getitem__, partitions), dtype=np.int64,
+                                  count=count)
     positions = np.arange(count)
     never = np.iinfo(np.int64).max
     lowest = np.full(count, never, dtype=np.int64)

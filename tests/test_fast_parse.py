@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.streams.landing.fast_parse import FastParser
+from jobs.streams.landing.lines import Lines
 from jobs.streams.landing.parsing import ParsedEvent, parse_line
 from tests.depth import examples
 from tests.faults.test_bad_input import records
@@ -54,11 +55,18 @@ def _same(fast, slow) -> None:
 @settings(max_examples=examples(600), deadline=None)
 @given(st.lists(LINES, min_size=1, max_size=24), st.sampled_from([PARSER, *CHUNKED]))
 def test_a_batch_of_any_lines_parses_as_each_line_alone(lines, parser):
-    """One ``decode_lines`` over the batch, resumed in chunks after a line it cannot take."""
+    """One ``decode_lines`` over the batch, resumed in chunks after a line it cannot take;
+    from a list of lines and from a part's bytes (:class:`Lines`) alike."""
     fast = parser.parse_many(lines)
     assert len(fast) == len(lines)
     for line, result in zip(lines, fast, strict=True):
         _same(result, parse_line(line, 300))
+    if all(line and line.isascii() and "\n" not in line for line in lines):  # a part's bytes
+        block = Lines.of("\n".join(lines).encode("ascii"))
+        if block is not None:
+            assert list(block) == lines
+            for line, result in zip(lines, parser.parse_many(block), strict=True):
+                _same(result, parse_line(line, 300))
 
 
 def test_the_hard_cases_take_parse_lines_way():
@@ -88,3 +96,16 @@ def test_values_beyond_what_arrows_cast_reads_right_take_the_rules_in_a_batch():
         lines = [f'{{"key": "k", "event_time": 1, "value": {v}}}' for v in ("1", value, "2.5")]
         for line, result in zip(lines, PARSER.parse_many(lines), strict=True):
             _same(result, parse_line(line, 300))
+
+
+def test_a_parts_bytes_hold_the_line_length_limit():
+    """A part kept as its bytes: a line one character over the limit is refused, as
+    ``parse_line`` refuses it, and one at the limit is read."""
+    parser = FastParser(40, ("received_at", "mark"))
+    at_limit = '{"key": "k", "event_time": 1, "x": "aa"}'
+    over = '{"key": "k", "event_time": 1, "x": "aaa"}'
+    assert (len(at_limit), len(over)) == (40, 41)
+    for lines in ([at_limit], [at_limit, over], [over, at_limit]):
+        block = Lines.of(("\n".join(lines) + "\n").encode("ascii"))
+        for line, result in zip(lines, parser.parse_many(block), strict=True):
+            _same(result, parse_line(line, 40))

@@ -123,18 +123,18 @@ def _reference_rows(lines: list[Line], plan: Plan, rules: IngestRules):
 
 
 def _values(values) -> list:
-    """The values as the arrival log holds them (a column the fast path read in bulk)."""
-    return values.to_pylist() if isinstance(values, pa.Array) else list(values)
+    """A column as the arrival log holds it (the fast paths keep some as Arrow)."""
+    return values.to_pylist() if isinstance(values, pa.Array | pa.ChunkedArray) else list(values)
 
 
 def _rows(rows):
     good, bad = rows.good, rows.bad
-    good_rows = list(zip(good["source_partition"], good["source_file"],
-                         [int(n) for n in good["line_number"]], good["key"],
+    good_rows = list(zip(good["source_partition"], _values(good["source_file"]),
+                         [int(n) for n in good["line_number"]], _values(good["key"]),
                          [int(e) for e in good["event_time_ms"]],
                          [int(c) for c in good["ingest_time_ms"]],
                          [int(w) for w in good["watermark_ms"]], _values(good["value"]),
-                         good["payload"],
+                         _values(good["payload"]),
                          strict=True))
     bad_rows = list(zip(bad["source_partition"], bad["source_file"],
                         [int(n) for n in bad["line_number"]],

@@ -399,6 +399,13 @@ def _timestamps(ms: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
                     pa.timestamp("us", tz="UTC"), mask=mask)
 
 
+def _arrow(column: Any, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """A column ingest kept as Arrow (the fast paths) or as a list."""
+    if isinstance(column, pa.Array | pa.ChunkedArray):
+        return column
+    return pa.array(column, kind)
+
+
 def arrival_table(good: dict[str, Any], plan: Plan) -> pa.Table:
     """The batch's good records (columns) in the arrival log's schema, positions assigned."""
     count = len(good["key"])
@@ -410,16 +417,15 @@ def arrival_table(good: dict[str, Any], plan: Plan) -> pa.Table:
                                           dtype="int64")),
         "ingest_batch": pa.array(np.full(count, plan.batch_id, dtype="int64")),
         "source_partition": pa.array(good["source_partition"], pa.string()),
-        "source_file": pa.array(good["source_file"], pa.string()),
+        "source_file": _arrow(good["source_file"], pa.string()),
         "line_number": pa.array(np.asarray(good["line_number"], dtype="int32")),
-        "key": pa.array(good["key"], pa.string()),
+        "key": _arrow(good["key"], pa.string()),
         "event_time_ms": pa.array(event), "event_time": _timestamps(event),
         "ingest_time_ms": pa.array(ingest), "ingest_time": _timestamps(ingest),
         "watermark_ms": pa.array(watermark),
         "watermark": _timestamps(watermark, watermark != MIN_WATERMARK),
-        "value": (good["value"] if isinstance(good["value"], pa.Array)
-                  else pa.array(good["value"], pa.decimal128(38, 9))),
-        "payload": pa.array(good["payload"], pa.string()),
+        "value": _arrow(good["value"], pa.decimal128(38, 9)),
+        "payload": _arrow(good["payload"], pa.string()),
     }
     return pa.Table.from_pydict(columns, schema=ARRIVAL_SCHEMA)
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from jobs.streams.landing.fast_parse import FastParser, ParsedLines
 from jobs.streams.landing.folder import LandingFolder, read_range
+from jobs.streams.landing.lines import Lines, text_column
 from jobs.streams.landing.log import CHANGED, DUPLICATE, FilePart, Plan
 from jobs.streams.landing.parsing import ParsedEvent, Rejection, check_event_time_bounds
 from operators.pipeline import WatermarkSpec
@@ -190,7 +191,8 @@ class PartRead:
     partition: str
     numbers: np.ndarray
     """int64 line numbers (a Kafka partition's offsets)."""
-    texts: list[str]
+    texts: Sequence[str]
+    """A list, or :class:`Lines` (a landing part's bytes)."""
     clocks: np.ndarray
     """int64 ingest clocks."""
     parsed: ParsedLines
@@ -222,9 +224,12 @@ def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
             DUPLICATE_FILE, f"same content as {part.same_as}, already ingested; its lines "
                             "are not read again")])
     raw = read_range(landing, part.name, part.offset, part.size)
-    lines = _texts(raw)
-    if all(type(text) is str for text in lines) and all(map(str.strip, lines)):
-        texts: list[str] = lines  # type: ignore[assignment]  # the usual part: all good text
+    texts: Sequence[str] | None = Lines.of(raw)  # the usual part, kept as its bytes
+    if texts is None:
+        lines = _texts(raw)
+        if all(type(text) is str for text in lines) and all(map(str.strip, lines)):
+            texts = lines  # type: ignore[assignment]  # all good text
+    if texts is not None:
         numbers = np.arange(part.first_line, part.first_line + len(texts), dtype=np.int64)
         parsed = _judge(texts, part, rules)
     else:
@@ -233,7 +238,7 @@ def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
     return PartRead(part.name, part.partition, numbers, texts, clocks, parsed)
 
 
-def _judge(texts: list[str], part: FilePart, rules: IngestRules) -> ParsedLines:
+def _judge(texts: Sequence[str], part: FilePart, rules: IngestRules) -> ParsedLines:
     if part.kind == CHANGED:
         return ParsedLines.from_verdicts([Rejection(FILE_CHANGED, part.same_as or "")]
                                          * len(texts), rules.parser.extras)
@@ -261,7 +266,7 @@ def _read_mixed(lines: list[str | bytes], part: FilePart, rules: IngestRules,
     return numbers, texts, ParsedLines.from_verdicts(verdicts, rules.parser.extras)
 
 
-def _clocks(texts: list[str], parsed: ParsedLines, part: FilePart, plan: Plan,
+def _clocks(texts: Sequence[str], parsed: ParsedLines, part: FilePart, plan: Plan,
             rules: IngestRules) -> np.ndarray:
     """Each line's ingest clock: the collector's stamp where the line has a usable one, else
     the line before's, else the next one's, else the plan's time. A record stamped beyond
@@ -476,17 +481,18 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         snapshot, current = watermarks.snapshot(), watermarks.current
     if kept:
         last_ingest = int(clocks[kept[-1]])
-    keys = [key for read in reads for key in read.parsed.keys]
+    keys = pa.chunked_array([pa.array(read.parsed.keys, pa.string()) for read in reads],
+                            pa.string())
     values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
         else pa.array([], pa.decimal128(38, 9))
-    texts = [text for read in reads for text in read.texts]
+    texts = pa.chunked_array([text_column(read.texts) for read in reads], pa.string())
     stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
     good_rows = {
         "source_partition": good_partitions,
-        "source_file": [names[c] for c in codes[good].tolist()],
-        "line_number": numbers[good], "key": [keys[i] for i in kept],
+        "source_file": pa.array(names, pa.string()).take(pa.array(codes[good])),
+        "line_number": numbers[good], "key": keys.take(pa.array(good)),
         "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
-        "value": values.take(pa.array(good)), "payload": [texts[i] for i in kept],
+        "value": values.take(pa.array(good)), "payload": texts.take(pa.array(good)),
         "stamp_ms": [stamps[i] for i in kept],
     }
     dropped = bad.tolist()
@@ -498,7 +504,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         "ingest_time_ms": clocks[bad], "reason": [r.reason for r in rejections],
         "detail": [r.detail for r in rejections],
         "event_time_ms": [r.event_time_ms for r in rejections],
-        "raw_line": [texts[i][:RAW_LINE_LIMIT] for i in dropped],
+        "raw_line": [text[:RAW_LINE_LIMIT] for text in texts.take(pa.array(bad)).to_pylist()],
         "stamp_ms": [stamps[i] for i in dropped],
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}

@@ -486,14 +486,19 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
         else pa.array([], pa.decimal128(38, 9))
     texts = pa.chunked_array([text_column(read.texts) for read in reads], pa.string())
-    stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
+    if any(read.stamps is not None for read in reads):  # a Kafka batch's record timestamps
+        stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
+        good_stamps, bad_stamps = [stamps[i] for i in kept], [stamps[i] for i in bad.tolist()]
+    else:
+        good_stamps, bad_stamps = [None] * len(good), [None] * len(bad)
+    good_at = pa.array(good)
     good_rows = {
         "source_partition": good_partitions,
         "source_file": pa.array(names, pa.string()).take(pa.array(codes[good])),
-        "line_number": numbers[good], "key": keys.take(pa.array(good)),
+        "line_number": numbers[good], "key": keys.take(good_at),
         "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
-        "value": values.take(pa.array(good)), "payload": texts.take(pa.array(good)),
-        "stamp_ms": [stamps[i] for i in kept],
+        "value": values.take(good_at), "payload": texts.take(good_at),
+        "stamp_ms": good_stamps,
     }
     dropped = bad.tolist()
     rejections = [_rejection(reads, owner, starts, i, out_of_bounds, events, clocks, rules)
@@ -505,7 +510,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         "detail": [r.detail for r in rejections],
         "event_time_ms": [r.event_time_ms for r in rejections],
         "raw_line": [text[:RAW_LINE_LIMIT] for text in texts.take(pa.array(bad)).to_pylist()],
-        "stamp_ms": [stamps[i] for i in dropped],
+        "stamp_ms": bad_stamps,
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
     return BatchRows(good_rows, bad_rows, state, current)

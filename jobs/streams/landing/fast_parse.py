@@ -62,7 +62,8 @@ class FastParser:
         self._raw_values = "value" not in self._extras
         record = msgspec.defstruct("LandedRecord", [
             (name, msgspec.Raw, _NO_VALUE) if name == "value" and self._raw_values else
-            (name, object, None) for name in names])
+            (name, object, None) for name in names],
+            gc=False)  # JSON makes trees, never cycles: untracked, decoded and freed sooner
         decoder = msgspec.json.Decoder(record, float_hook=Decimal)
         self._decode = decoder.decode
         self._decode_lines = decoder.decode_lines

@@ -17,6 +17,7 @@ Spark's), and merges are keep-the-latest or insert-only, so a repeated batch cha
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -24,6 +25,9 @@ from pyspark.sql.types import StructType
 
 from jobs import storage
 from jobs.delta_io import retry_conflicts
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 def delta_uri(location: str) -> str:
@@ -44,6 +48,19 @@ def table_exists(location: str) -> bool:
     return DeltaTable.is_deltatable(delta_uri(location))
 
 
+def _loaded(location: str) -> DeltaTable | None:
+    """The table as of now, or ``None`` when there is none yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    if storage.is_local(location) and not (storage.local_path(location) / "_delta_log").is_dir():
+        return None
+    try:
+        return DeltaTable(delta_uri(location))
+    except TableNotFoundError:
+        return None
+
+
 def applied_version(location: str, app_id: str) -> int | None:
     """The last transaction version ``app_id`` committed to the table (``None``: none)."""
     from deltalake import DeltaTable
@@ -61,14 +78,18 @@ def append(location: str, data: pa.Table, *, app_id: str | None = None,
     from deltalake.transaction import CommitProperties, Transaction
 
     def write() -> bool:
-        if app_id is not None:
-            done = applied_version(location, app_id)
+        # the table loaded once for the transaction check and the write: each load replays
+        # the log since its last checkpoint, and a live job appends twice a second (three
+        # loads an append took 95 ms after 2,000 commits, against 20 ms after 20)
+        table = _loaded(location)
+        if app_id is not None and table is not None:
+            done = table.transaction_version(app_id)
             if done is not None and done >= version:
                 return False
         properties = CommitProperties(app_transactions=[Transaction(app_id, version)]) \
             if app_id is not None else None
-        write_deltalake(delta_uri(location), data, mode="append",
-                        partition_by=list(partition_by) if partition_by else None,
+        write_deltalake(table if table is not None else delta_uri(location), data,
+                        mode="append", partition_by=list(partition_by) if partition_by else None,
                         commit_properties=properties)
         return True
 

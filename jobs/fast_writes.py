@@ -16,7 +16,7 @@ Spark's), and merges are keep-the-latest or insert-only, so a repeated batch cha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -40,12 +40,15 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+def _not_a_local_table(location: str) -> bool:
+    return storage.is_local(location) and \
+        not (storage.local_path(location) / "_delta_log").is_dir()
+
+
 def table_exists(location: str) -> bool:
     from deltalake import DeltaTable
 
-    if storage.is_local(location) and not (storage.local_path(location) / "_delta_log").is_dir():
-        return False
-    return DeltaTable.is_deltatable(delta_uri(location))
+    return not _not_a_local_table(location) and DeltaTable.is_deltatable(delta_uri(location))
 
 
 def _loaded(location: str) -> DeltaTable | None:
@@ -53,7 +56,7 @@ def _loaded(location: str) -> DeltaTable | None:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    if storage.is_local(location) and not (storage.local_path(location) / "_delta_log").is_dir():
+    if _not_a_local_table(location):
         return None
     try:
         return DeltaTable(delta_uri(location))
@@ -61,13 +64,27 @@ def _loaded(location: str) -> DeltaTable | None:
         return None
 
 
-def applied_version(location: str, app_id: str) -> int | None:
-    """The last transaction version ``app_id`` committed to the table (``None``: none)."""
+def _each_attempt(location: str, data: pa.Table, partition_by: Sequence[str]
+                  ) -> Callable[[], DeltaTable]:
+    """The table for each attempt of a write, created (empty, with ``data``'s schema) if it
+    does not exist: the table loaded here first, loaded again after a conflict."""
     from deltalake import DeltaTable
 
-    if not table_exists(location):
-        return None
-    return DeltaTable(delta_uri(location)).transaction_version(app_id)
+    table = _loaded(location)
+    if table is None:
+        append(location, data.slice(0, 0), partition_by=partition_by)
+    first = [table] if table is not None else []
+
+    def current() -> DeltaTable:
+        return first.pop() if first else DeltaTable(delta_uri(location))
+
+    return current
+
+
+def applied_version(location: str, app_id: str) -> int | None:
+    """The last transaction version ``app_id`` committed to the table (``None``: none)."""
+    table = _loaded(location)
+    return None if table is None else table.transaction_version(app_id)
 
 
 def append(location: str, data: pa.Table, *, app_id: str | None = None,
@@ -101,14 +118,11 @@ def merge_latest(location: str, data: pa.Table, *, keys: Sequence[str], order: s
     """Insert the rows of ``data`` that are new by ``keys``, replace those whose ``order``
     column is larger than the table's (keep the latest); ``bounds`` is a condition on ``t``
     naming what the rows can touch, so that only those files are read."""
-    from deltalake import DeltaTable
-
-    if not table_exists(location):
-        append(location, data.slice(0, 0), partition_by=partition_by)
+    table = _each_attempt(location, data, partition_by)
     condition = " AND ".join([bounds, *[f"t.{k} = s.{k}" for k in keys]])
 
     def merge() -> None:
-        (DeltaTable(delta_uri(location))
+        (table()
          .merge(data, condition, source_alias="s", target_alias="t")
          .when_matched_update_all(predicate=f"s.{order} > t.{order}")
          .when_not_matched_insert_all()
@@ -121,17 +135,14 @@ def insert_new(location: str, data: pa.Table, *, keys: Sequence[str], bounds: st
                partition_by: Sequence[str]) -> None:
     """Insert the rows of ``data`` not in the table yet by ``keys`` (null-safe), creating the
     table; whoever wrote them before (a repeated batch, a backfill) nothing doubles."""
-    from deltalake import DeltaTable
-
-    if not table_exists(location):
-        append(location, data.slice(0, 0), partition_by=partition_by)
+    table = _each_attempt(location, data, partition_by)
     if not data.num_rows:
         return
     condition = " AND ".join([bounds, *[f"(t.{k} = s.{k} OR (t.{k} IS NULL AND s.{k} IS NULL))"
                                         for k in keys]])
 
     def merge() -> None:
-        (DeltaTable(delta_uri(location))
+        (table()
          .merge(data, condition, source_alias="s", target_alias="t")
          .when_not_matched_insert_all()
          .execute())
@@ -145,10 +156,9 @@ def replace_range(location: str, data: pa.Table, *, column: str, first: str, las
     one commit; delta-rs refuses ``data`` outside the range, as Spark's ``replaceWhere``."""
     from deltalake import write_deltalake
 
-    if not table_exists(location):
-        append(location, data.slice(0, 0), partition_by=partition_by)
+    table = _each_attempt(location, data, partition_by)
     predicate = f"{column} >= '{first}' AND {column} <= '{last}'"
-    retry_conflicts(lambda: write_deltalake(delta_uri(location), data, mode="overwrite",
+    retry_conflicts(lambda: write_deltalake(table(), data, mode="overwrite",
                                             predicate=predicate,
                                             partition_by=list(partition_by)))
 
@@ -158,10 +168,9 @@ def read_columns(location: str, columns: Sequence[str] | None, filter_expression
     """Some columns (``None``: all) of a table, optionally filtered (with file and row-group
     skipping by statistics), read in the driver without a Spark job; empty when there is no
     table."""
-    from deltalake import DeltaTable
-
-    if not table_exists(location):
+    table = _loaded(location)
+    if table is None:
         return pa.table({name: pa.array([], pa.int64()) for name in columns or ()})
-    dataset = DeltaTable(delta_uri(location)).to_pyarrow_dataset()
+    dataset = table.to_pyarrow_dataset()
     return dataset.to_table(columns=list(columns) if columns is not None else None,
                             filter=filter_expression)

@@ -20,6 +20,7 @@ a range of it, compute them identically.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pandas as pd
 from pyspark import StorageLevel
@@ -27,8 +28,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.days import window_end_date
-from jobs.runtime import INPUT_COLUMNS, check_runnable
-from jobs.runtime.key_partitions import map_keys, map_keys_to_arrow
+from jobs.runtime import INPUT_COLUMNS, check_runnable, plain_sessions
+from jobs.runtime.key_partitions import (
+    map_keys,
+    map_keys_to_arrow,
+    map_whole_keys_to_arrow,
+)
 from jobs.runtime.key_runner import KeyRunner, arrow_schema, output_schema
 from jobs.window_tables import (
     WindowOutputs,
@@ -51,11 +56,16 @@ def _key_function(spec: PipelineSpec, log_watermark: int
 
 def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) -> DataFrame:
     """Panes (the latest per key and window), late rows and assignment rows of every key;
-    straight into Arrow where the rows' values allow (:func:`arrow_schema`)."""
+    straight into Arrow where the rows' values allow (:func:`arrow_schema`). Sessions' plain
+    groups are computed over whole columns (jobs/runtime/plain_sessions.py)."""
     columns, run_key = arrivals.select(*INPUT_COLUMNS), _key_function(spec, log_watermark)
     schema = arrow_schema(spec)
     if schema is None:
         return map_keys(columns, "key", run_key, KeyRunner(spec).frame, output_schema(spec))
+    if plain_sessions.computes_plain_groups(spec):
+        return map_whole_keys_to_arrow(
+            columns, "key", partial(plain_sessions.rows, spec=spec, log_watermark=log_watermark,
+                                    schema=schema, run_key=run_key), output_schema(spec))
     return map_keys_to_arrow(columns, "key", run_key, output_schema(spec), schema)
 
 

@@ -243,3 +243,18 @@ def test_a_sum_past_64_bits_is_exact():
                                        schema=LOG_SCHEMA)
     driven = plain_sessions.split(batch, spec, log_watermark, arrow_schema(spec)).driven
     assert driven.column("key").to_pylist() == ["a", "a", "b"]
+
+
+def test_a_key_whose_watermark_goes_back_runs_on_the_driver():
+    """Ingest never records a watermark lower than an earlier one; should a log break that,
+    the driver's clock (the largest so far) decides, as it always did: here the second record
+    moves it past the first session's end, so the third record is dropped as late."""
+    rows = [("a", 0, BASE, BASE, BASE - 1, Decimal(1), "{}"),
+            ("a", 1, BASE + 1_000_000, BASE + 1, BASE + 500_000, Decimal(2), "{}"),
+            ("a", 2, BASE + 2_000, BASE + 2, BASE - 1, Decimal(4), "{}"),
+            ("b", 3, BASE, BASE + 3, BASE - 1, Decimal(8), "{}")]
+    spec = _pipeline(5_000, 0, [("count", None)])
+    log_watermark = BASE + 500_000
+    computed = _computed(rows, spec, log_watermark, [])
+    assert [row[0] for row in computed].count("late") == 1
+    assert computed == _reference(rows, spec, log_watermark)

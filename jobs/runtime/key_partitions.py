@@ -86,8 +86,8 @@ def rows_per_key(frame: pd.DataFrame, key_column: str, run_key: KeyFunction) -> 
 
 def whole_keys(batches: Iterator[pa.RecordBatch], key_column: str
                 ) -> Iterator[pa.RecordBatch]:
-    """The batches cut at key boundaries: a key that goes on into the next batch is carried
-    over, and the last key comes last."""
+    """The batches cut at key boundaries: each batch's last key is held back and joined to
+    the next batch (it may go on there); after the last batch, what is held back comes out."""
     carried: pa.RecordBatch | None = None
     for batch in batches:
         if carried is not None:

@@ -136,9 +136,19 @@ SCALE = 9
 
 def nanounits(column: pa.ChunkedArray | pa.Array) -> pd.arrays.IntegerArray | None:
     """A ``DECIMAL(38, 9)`` column's unscaled integers (the value times 10**9, exactly), or
-    ``None`` when some value needs more than 64 bits. An Arrow decimal is a 128-bit two's
-    complement integer, low word first; it fits 64 bits when its high word is the low
-    word's sign."""
+    ``None`` when some value needs more than 64 bits."""
+    low, missing, fits = unscaled_words(column)
+    if not fits.all():
+        return None
+    return pd.arrays.IntegerArray(np.where(missing, 0, low), missing)
+
+
+def unscaled_words(column: pa.ChunkedArray | pa.Array
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A decimal column's low words (its unscaled integers where they fit 64 bits), which
+    values are missing, and which fit (a missing one does). An Arrow decimal is a 128-bit two's
+    complement integer, low word first; it fits 64 bits when its high word is the low word's
+    sign."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if isinstance(array, pa.ChunkedArray):  # no chunks at all
         array = pa.array([], array.type)
@@ -148,6 +158,4 @@ def nanounits(column: pa.ChunkedArray | pa.Array) -> pd.arrays.IntegerArray | No
     words = words[2 * array.offset:2 * (array.offset + count)].reshape(count, 2)
     low, high = words[:, 0].astype(np.int64), words[:, 1]
     missing = array.is_null().to_numpy(zero_copy_only=False)
-    if not ((high == (low >> 63)) | missing).all():
-        return None
-    return pd.arrays.IntegerArray(np.where(missing, 0, low), missing)
+    return low, missing, (high == (low >> 63)) | missing

@@ -7,8 +7,9 @@ of different groups never touch each other's windows, whatever was dropped, so a
 do not depend on the key's other groups.
 
 Most groups are *plain*: each record, when it arrived, touched the session the group's earlier
-records had made, and the watermark in force had reached neither that session's end nor, for a
-group's first record, its own window's. For those the session driver's decisions are
+records had made, and the watermark in force (the one the record carries in the log, which
+only rises) had reached neither that session's end nor, for a group's first record, its own
+window's. For those the session driver's decisions are
 closed-form:
 
 - every record joins on time; no record is late, no pane fires before the group's last record;
@@ -31,7 +32,6 @@ streams.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -42,14 +42,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.runtime.key_partitions import KeyFunction, rows_per_key
+from jobs.runtime.packing import unscaled_words
 from operators.numbers import SCALE
 from operators.pipeline import AggregateSpec, PipelineSpec
 from operators.standard_sessions import is_standard_session
 from operators.window_operator import LATE, ON_TIME, ON_TIME_CLASS
 
 _LONGEST_SPAN = 2**61
-"""Gap plus lateness below this keep every bound computed here within an int64 (event times
-are within ±2**62 by ingest's rule); a pipeline beyond it runs every group on the driver."""
+"""Gap plus lateness below this keep every bound computed here within an int64 (ingest
+refuses event times beyond ±2**62, jobs/streams/landing/parsing.py); a pipeline beyond it
+runs every group on the driver."""
 
 _SAFE_SUM = 2.0**62
 """A group whose values' magnitudes add up to less than this sums exactly in an int64."""
@@ -95,14 +97,15 @@ class Split:
 @dataclass(frozen=True)
 class _Groups:
     """A batch's records in order of (group, arrival): ``order`` indexes the batch; the rest
-    are arrays in that order, ``starts`` where each group begins."""
+    are arrays in that order, ``starts`` where each group begins; ``running_min`` and
+    ``running_max`` are the event-time bounds of the group's records arrived so far."""
 
     order: np.ndarray
     times: np.ndarray
     group: np.ndarray
     starts: np.ndarray
-    joined_start: np.ndarray
-    joined_latest: np.ndarray
+    running_min: np.ndarray
+    running_max: np.ndarray
     first: np.ndarray
 
 
@@ -117,18 +120,22 @@ def split(batch: pa.RecordBatch, spec: PipelineSpec, log_watermark: int,
     if batch.num_rows == 0:
         return Split([], batch)
     column = batch.column
-    t, watermark = _longs(column("event_time_ms")), _longs(column("watermark_ms"))
+    t = _longs(column("event_time_ms"), "event_time_ms")
+    watermark = _longs(column("watermark_ms"), "watermark_ms")
     units, valid, fits = _unscaled(column("value"))
-    groups = _grouped(_key_ids(column("key")), t, gap)
+    key_ids = _key_ids(column("key"))
+    groups = _grouped(key_ids, t, gap)
     in_order = groups.order
-    tg, wg = groups.times, watermark[in_order]
-    low, high = _shifted(groups.joined_start), _shifted(groups.joined_latest)
-    joins = np.where(groups.first, wg < tg + (gap - 1),
-                     (tg >= low - gap) & (tg <= high + gap) & (wg < high + (gap - 1)))
+    times, watermarks = groups.times, watermark[in_order]
+    low, high = _shifted(groups.running_min), _shifted(groups.running_max)
+    keeps_plain = np.where(
+        groups.first, watermarks < times + (gap - 1),
+        (times >= low - gap) & (times <= high + gap) & (watermarks < high + (gap - 1)))
+    keeps_plain &= (fits & _steady_watermark(key_ids, watermark))[in_order]
     magnitude = np.add.reduceat(np.where(valid, np.abs(units.astype(np.float64)), 0.0)[in_order],
                                 groups.starts)
-    plain_group = ((np.add.reduceat((~joins | ~fits[in_order]).astype(np.int64), groups.starts)
-                    == 0) & (magnitude < _SAFE_SUM))
+    plain_group = ((np.add.reduceat((~keeps_plain).astype(np.int64), groups.starts) == 0)
+                   & (magnitude < _SAFE_SUM))
     plain = plain_group[groups.group]
     computed = [_assignments(batch, groups, plain, gap, schema),
                 _panes(batch, groups, plain_group, spec, units, valid, log_watermark, schema)]
@@ -136,20 +143,19 @@ def split(batch: pa.RecordBatch, spec: PipelineSpec, log_watermark: int,
     return Split([r for r in computed if r.num_rows], batch.take(pa.array(driven)))
 
 
-def _longs(array: pa.Array) -> np.ndarray:
+def _longs(array: pa.Array, name: str) -> np.ndarray:
+    if array.null_count:
+        raise ValueError(f"the arrival log's {name} holds nulls; ingest never writes one")
     return array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def _unscaled(values: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``DECIMAL(38, 9)`` values as int64 nanounits (their unscaled integers, read from
-    Arrow's 128-bit words), with which are present and which fit in an int64."""
-    if values.type != _VALUE_TYPE or sys.byteorder != "little":
-        raise TypeError(f"value must be {_VALUE_TYPE} in little-endian words, got {values.type}")
-    words = np.frombuffer(values.buffers()[1], dtype=np.int64)[
-        2 * values.offset: 2 * (values.offset + len(values))].reshape(-1, 2)
-    low, high = words[:, 0], words[:, 1]
-    valid = values.is_valid().to_numpy(zero_copy_only=False)
-    return low, valid, ~valid | (high == (low >> 63))
+    """``DECIMAL(38, 9)`` values as int64 nanounits, with which are present and which fit
+    in an int64."""
+    if values.type != _VALUE_TYPE:
+        raise TypeError(f"value must be {_VALUE_TYPE}, got {values.type}")
+    units, missing, fits = unscaled_words(values)
+    return units, ~missing, fits
 
 
 def _key_ids(keys: pa.Array) -> np.ndarray:
@@ -158,6 +164,15 @@ def _key_ids(keys: pa.Array) -> np.ndarray:
     changes = np.ones(len(names), dtype=bool)
     changes[1:] = names[1:] != names[:-1]
     return np.cumsum(changes)
+
+
+def _steady_watermark(key_ids: np.ndarray, watermark: np.ndarray) -> np.ndarray:
+    """Which records' keys carry a watermark that never goes back in arrival order. Ingest
+    writes it so (the watermark in force only rises), and the rule for plain groups reads a
+    record's own watermark as the driver's clock, which is the largest one so far: a key
+    that broke the contract runs on the driver, as it always did."""
+    backwards = (key_ids[1:] == key_ids[:-1]) & (watermark[1:] < watermark[:-1])
+    return ~np.isin(key_ids, key_ids[1:][backwards])
 
 
 def _grouped(key_ids: np.ndarray, t: np.ndarray, gap: int) -> _Groups:
@@ -186,8 +201,8 @@ def _assignments(batch: pa.RecordBatch, groups: _Groups, plain: np.ndarray, gap:
     rows = pa.array(groups.order[plain])
     columns = {
         "kind": _repeated("assign", len(rows)), "key": batch.column("key").take(rows),
-        "window_start_ms": pa.array(groups.joined_start[plain]),
-        "window_end_ms": pa.array(groups.joined_latest[plain] + gap),
+        "window_start_ms": pa.array(groups.running_min[plain]),
+        "window_end_ms": pa.array(groups.running_max[plain] + gap),
         "fate": _repeated(ON_TIME_CLASS, len(rows)),
     }
     for name in ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms"):

@@ -53,8 +53,7 @@ def map_keys_to_arrow(frame: DataFrame, key_column: str,
     measured on the keyed backfill's rows."""
 
     def run_keys(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        yield pa.RecordBatch.from_pylist(rows_per_key(batch.to_pandas(), key_column, run_key),
-                                         schema=arrow_schema)
+        yield arrow_rows_per_key(batch, key_column, run_key, arrow_schema)
 
     return map_whole_keys_to_arrow(frame, key_column, run_keys, schema, order_column)
 
@@ -72,16 +71,18 @@ def map_whole_keys_to_arrow(frame: DataFrame, key_column: str,
     return _key_ordered(frame, key_column, order_column).mapInArrow(run, schema)
 
 
-def rows_per_key(frame: pd.DataFrame, key_column: str, run_key: KeyFunction) -> list:
-    """``run_key``'s output items over each key of ``frame`` (whole keys, adjacent)."""
-    if frame.empty:
-        return []
-    keys = frame[key_column].to_numpy()
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+def arrow_rows_per_key(batch: pa.RecordBatch, key_column: str, run_key: KeyFunction,
+                       arrow_schema: pa.Schema) -> pa.RecordBatch:
+    """``run_key``'s output rows (dicts of ``arrow_schema``'s columns) over each key of
+    ``batch`` (whole keys, adjacent), each key's records as a pandas frame."""
     items: list = []
-    for start, end in zip(starts, np.append(starts[1:], len(frame)), strict=True):
-        items.extend(run_key(keys[start], frame.iloc[start:end]))
-    return items
+    if batch.num_rows:
+        frame = batch.to_pandas()
+        keys = frame[key_column].to_numpy()
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        for start, end in zip(starts, np.append(starts[1:], len(frame)), strict=True):
+            items.extend(run_key(keys[start], frame.iloc[start:end]))
+    return pa.RecordBatch.from_pylist(items, schema=arrow_schema)
 
 
 def whole_keys(batches: Iterator[pa.RecordBatch], key_column: str

@@ -41,7 +41,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.runtime.key_partitions import KeyFunction, rows_per_key
+from jobs.runtime.key_partitions import KeyFunction, arrow_rows_per_key
 from jobs.runtime.packing import unscaled_words
 from operators.numbers import SCALE
 from operators.pipeline import AggregateSpec, PipelineSpec
@@ -81,8 +81,7 @@ def rows(batch: pa.RecordBatch, spec: PipelineSpec, log_watermark: int, schema: 
     parts = split(batch, spec, log_watermark, schema)
     yield from parts.plain_rows
     if parts.driven.num_rows:
-        yield pa.RecordBatch.from_pylist(
-            rows_per_key(parts.driven.to_pandas(), "key", run_key), schema=schema)
+        yield arrow_rows_per_key(parts.driven, "key", run_key, schema)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ tests/test_standard_sessions.py holds every pane, late record and assignment to 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -161,6 +162,19 @@ class _Key:
         self.windows: list[_Window] = []  # by start; no two overlap or touch
         self.watermark = MIN_WATERMARK
         self.processing_time = MIN_WATERMARK
+
+
+@dataclass(frozen=True)
+class OpenSession:
+    """A key's whole state when it is one session that has fired no pane and whose on-time
+    timer is pending: what records that only grow the session change in closed form
+    (jobs/live/session_growth.py). ``accs`` are the driver's accumulators (nanounits)."""
+
+    start: int
+    end: int
+    accs: list[Any]
+    watermark: int
+    processing_time: int
 
 
 class SessionDriver:
@@ -395,6 +409,58 @@ class SessionDriver:
             self._earliest = min(self._earliest, self._first_timer(window))
         if state.windows:
             self.states[key] = state
+
+
+    # -- a session that only grows (jobs/live/session_growth.py) ----------------------------
+
+    def open_session(self, snap: Mapping[str, Any] | None) -> OpenSession | None:
+        """``snap`` (a key's snapshot) as an :class:`OpenSession`, or ``None`` when it holds
+        anything else: no window, several, a fired pane, or an end the key's clock passed."""
+        if snap is None or snap.get("v") != 1 or len(snap["windows"]) != 1:
+            return None
+        start, end, contents, _trigger, pane_index, flags, _window_state = snap["windows"][0]
+        watermark, processing_time = snap.get("clock") or (MIN_WATERMARK, MIN_WATERMARK)
+        timers = snap.get("timers") or []
+        on_time = [EVENT_TIME, end - 1, start, end]
+        pending = any(timers[i:i + 4] == on_time for i in range(0, len(timers), 4))
+        if pane_index != 0 or flags & 1 or not pending or end - 1 <= watermark:
+            return None
+        return OpenSession(start, end, [a.from_operator(acc) for a, acc in
+                                        zip(self.aggregates, contents, strict=True)],
+                           watermark, processing_time)
+
+    def accumulators(self, records: int, present: int, total: int, low: int, high: int
+                     ) -> list[Any]:
+        """The accumulators of a window over ``records`` records, of which ``present`` carry
+        a value: their sum ``total``, least ``low`` and greatest ``high`` (nanounits)."""
+        accs: list[Any] = []
+        for aggregate in self.aggregates:
+            fn = aggregate.fn
+            if fn == "count":
+                accs.append(records if aggregate.field is None else present)
+            elif fn == "mean":
+                accs.append([total, present])
+            elif not present:
+                accs.append(None)
+            else:
+                accs.append({"sum": total, "min": low, "max": high}[fn])
+        return accs
+
+    def merged(self, a: list[Any], b: list[Any]) -> list[Any]:
+        """Two windows' accumulators as one (``a`` the earlier window's)."""
+        return [aggregate.merge(x, y) for aggregate, x, y in
+                zip(self.aggregates, a, b, strict=True)]
+
+    def install(self, key: str, session: OpenSession) -> None:
+        """Make ``session`` the key's whole state (its on-time timer pending), as the records
+        that grew it would have left it."""
+        window = _Window(session.start, session.end, list(session.accs))
+        window.timer = True
+        state = _Key()
+        state.windows.append(window)
+        state.watermark, state.processing_time = session.watermark, session.processing_time
+        self.states[key] = state
+        self._earliest = min(self._earliest, self._first_timer(window))
 
 
 _NEVER = MAX_TIMESTAMP + 1

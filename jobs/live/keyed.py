@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from jobs.live.session_growth import SessionGrowth
 from jobs.runtime.buckets import KeySnapshots, SnapshotBucket, key_slices
 from jobs.runtime.key_runner import KeyRunner, progress_row
+from jobs.runtime.plain_sessions import computes_plain_groups
 from operators.pipeline import PipelineSpec
+from operators.standard_sessions import SessionDriver
 from operators.timers import EVENT_TIME
 
 RECORD_COLUMNS = ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value",
@@ -27,11 +32,17 @@ RECORD_COLUMNS = ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_m
 
 
 class KeyedWindows(SnapshotBucket):
-    """One bucket of keys for the operator library (:class:`jobs.runtime.buckets.BucketEngine`)."""
+    """One bucket of keys for the operator library (:class:`jobs.runtime.buckets.BucketEngine`).
+    ``closed_form``: sessions whose keys only grow skip the driver
+    (jobs/live/session_growth.py)."""
 
-    def __init__(self, spec: PipelineSpec) -> None:
+    def __init__(self, spec: PipelineSpec, *, closed_form: bool = True) -> None:
         self.runner = KeyRunner(spec, record_assignments=True)
         self.keys = KeySnapshots()
+        driver, schema = self.runner.driver, self.runner.arrow_schema
+        self.growth = (SessionGrowth(spec, driver, schema)
+                       if closed_form and computes_plain_groups(spec)
+                       and isinstance(driver, SessionDriver) and schema is not None else None)
 
     def _restore(self, key: str) -> None:
         self.runner.reset_clocks()
@@ -45,10 +56,21 @@ class KeyedWindows(SnapshotBucket):
     def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
         watermark = max(self.keys.watermark, int(rows.watermark_ms.max()))
         order, slices = key_slices(rows.key.to_numpy(), rows.arrival_seq.to_numpy())
+        computed: list[pa.RecordBatch] = []
+        driven = slices
+        if self.growth is not None:
+            grown = self.growth.grow(rows, order, slices, self.keys, watermark)
+            for key, session in grown.sessions.items():
+                self.runner.driver.install(key, session)
+                self._save(key)
+            if grown.rows is not None:
+                computed.append(grown.rows)
+            driven = [slices[index] for index in grown.driven]
+            order, driven = _only(order, driven)
         columns = [rows[name].to_numpy()[order].tolist() for name in RECORD_COLUMNS]
         records = list(zip(*columns, strict=True))
         output: list[dict[str, Any]] = []
-        for key, start, end in slices:
+        for key, start, end in driven:
             self._restore(key)
             output += self.runner.process_records(key, records[start:end])
             output += self.runner.fire(key, watermark)
@@ -56,7 +78,7 @@ class KeyedWindows(SnapshotBucket):
         output += self._fire_due(watermark, skip={key for key, _, _ in slices})
         self.keys.watermark = watermark
         output.append(progress_row(rows))
-        return [self.runner.frame(output)]
+        return [self.runner.frame(output, computed)]
 
     def fire(self, watermark: int) -> list[pd.DataFrame]:
         watermark = max(self.keys.watermark, watermark)
@@ -71,3 +93,14 @@ class KeyedWindows(SnapshotBucket):
             output += self.runner.fire(key, watermark)
             self._save(key)
         return output
+
+
+def _only(order: np.ndarray, slices: list[tuple[str, int, int]]
+          ) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """The rows of ``slices`` alone: their part of ``order`` and their slices of that."""
+    parts, kept, at = [], [], 0
+    for key, start, end in slices:
+        parts.append(order[start:end])
+        kept.append((key, at, at + end - start))
+        at += end - start
+    return (np.concatenate(parts) if parts else order[:0]), kept

@@ -198,6 +198,10 @@ class KeySnapshots:
         except msgspec.DecodeError:
             return json.loads(stored)
 
+    def holds(self, key: str) -> bool:
+        """Whether the key has state."""
+        return key in self.snapshots
+
     def put(self, key: str, snapshot: dict[str, Any] | None, event_timers: list[int]) -> None:
         """Keep a key's snapshot (``None``: the key holds nothing) and its next timer."""
         if snapshot is None:
@@ -222,14 +226,17 @@ def key_slices(keys: Any, order_by: Any) -> tuple[Any, list[tuple[str, int, int]
     key's ``(key, start, end)`` slice of it."""
     import numpy as np
 
-    order = np.lexsort((order_by, keys))
-    sorted_keys = keys[order]
-    if not len(sorted_keys):
+    # keys as numbers in key order first: sorting strings by comparing them took a tenth of
+    # the live sessions' Python
+    codes, names = pd.factorize(keys, sort=True)
+    order = np.lexsort((order_by, codes))
+    sorted_codes = codes[order]
+    if not len(sorted_codes):
         return order, []
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    ends = [*starts[1:].tolist(), len(sorted_keys)]
-    return order, [(str(sorted_keys[a]), int(a), int(b))
-                   for a, b in zip(starts.tolist(), ends, strict=True)]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    ends = [*starts[1:].tolist(), len(sorted_codes)]
+    return order, [(str(names[code]), a, b) for code, a, b in
+                   zip(sorted_codes[starts].tolist(), starts.tolist(), ends, strict=True)]
 
 
 class SnapshotBucket:

@@ -18,7 +18,7 @@ Rows are dicts over :func:`output_columns`; ``kind`` says what a row is:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -87,7 +87,7 @@ def output_schema(spec: PipelineSpec) -> str:
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(),
                 "boolean": pa.bool_(), "double": pa.float64(), SPARK_TYPE: pa.decimal128(38, SCALE)}
-_NULLABLE_DTYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
+NULLABLE_DTYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
                     pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype()}
 
 
@@ -200,13 +200,18 @@ class KeyRunner:
                          "watermark_ms": watermark, "fate": fate})
         return rows
 
-    def frame(self, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    def frame(self, rows: list[dict[str, Any]], computed: Sequence[pa.RecordBatch] = ()
+              ) -> pd.DataFrame:
         """Nullable dtypes per column: an all-null column must not turn into float NaN, which
         Arrow cannot read as a long or a decimal. Through Arrow where :func:`arrow_schema`
-        allows: half the cost of pandas reading a list of dicts, the same frame."""
+        allows: half the cost of pandas reading a list of dicts, the same frame. ``computed``:
+        rows already in Arrow (of :func:`arrow_schema`), put before ``rows``."""
         if self.arrow_schema is not None:
-            return pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema).to_pandas(
-                types_mapper=_NULLABLE_DTYPES.get)
+            batch = pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+            table = pa.Table.from_batches([*computed, batch], schema=self.arrow_schema)
+            return table.to_pandas(types_mapper=NULLABLE_DTYPES.get)
+        if computed:
+            raise ValueError("rows in Arrow need the runner's Arrow schema")
         # column by column: a frame of the dicts would hold a long column with nulls as
         # float64 first and round its values beyond 2**53
         return pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)

@@ -1,0 +1,171 @@
+"""Live sessions: a key's micro-batch in closed form where its session only grows.
+
+A key of a busy stream is nearly always in the middle of one session: each micro-batch brings
+it records that fall inside or just beyond the session, the watermark is far behind the
+session's end, and nothing fires. For such a key the session driver's decisions, record by
+record, are known without running it:
+
+- every record joins the session on time (no late record, no pane): its assignment row's
+  window spans the session as it was with the record in it, ``[earliest, latest + gap)`` of the
+  event times so far, the stored session's included;
+- the key's state after the batch is the one session, grown to all of them, its accumulators
+  the stored ones merged with the batch's, its clocks raised to the largest watermark and
+  ingest time its records carried.
+
+That holds when the key's stored state is such a session (or nothing) and each record, in
+arrival order, touches the session so far (for the first of a new key: makes one) while the
+key's clock (the largest watermark it has seen) is still before that session's end, and the
+batch's watermark does not reach the grown session's end. The same rule decides the backfill's
+plain groups (jobs/runtime/plain_sessions.py); here it starts from the stored session. Every
+other key of the batch runs through the driver as before. The rule reads the clocks exactly as
+the driver keeps them, so the two paths cannot disagree on which records are late;
+tests/test_session_growth.py holds the rows and the stored state to the driver's over random
+streams cut into micro-batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from jobs.runtime.buckets import KeySnapshots
+from jobs.runtime.packing import unscaled_words
+from jobs.runtime.plain_sessions import computes_plain_groups
+from operators.numbers import SCALE
+from operators.pipeline import PipelineSpec
+from operators.standard_sessions import OpenSession, SessionDriver
+from operators.time import MIN_WATERMARK
+from operators.window_operator import ON_TIME_CLASS
+
+_SAFE_SUM = 2.0**62
+"""A key's batch whose values' magnitudes add up to less than this sums exactly in an int64."""
+
+_VALUE_TYPE = pa.decimal128(38, SCALE)
+
+
+@dataclass(frozen=True)
+class Grown:
+    """What a batch's growing keys came to: their new sessions by key, their assignment rows
+    (Arrow, of the runtime's output schema), and the slices (indices into the batch's key
+    slices) left to the driver."""
+
+    sessions: dict[str, OpenSession]
+    rows: pa.RecordBatch | None
+    driven: list[int]
+
+
+class SessionGrowth:
+    """The closed form for one pipeline (:func:`computes_plain_groups`), beside its driver."""
+
+    def __init__(self, spec: PipelineSpec, driver: SessionDriver, schema: pa.Schema) -> None:
+        assert computes_plain_groups(spec) and spec.window is not None
+        assert spec.window.gap_ms is not None
+        self.gap = spec.window.gap_ms
+        self.driver = driver
+        self.schema = schema
+
+    def grow(self, rows: pd.DataFrame, order: np.ndarray, slices: list[tuple[str, int, int]],
+             keys: KeySnapshots, watermark: int) -> Grown:
+        """The keys of ``rows`` (in ``order``: by key, then arrival; ``slices`` each key's
+        range of it) that only grow their session up to ``watermark`` (the batch's), and the
+        rest."""
+        units = _units(rows["value"].to_numpy(dtype=object)[order])
+        if units is None:  # a value beyond 64 bits: the driver's integers take it
+            return Grown({}, None, list(range(len(slices))))
+        values, present = units
+        gap = self.gap
+        t = rows["event_time_ms"].to_numpy(dtype=np.int64)[order]
+        marks = rows["watermark_ms"].to_numpy(dtype=np.int64)[order]
+        ingest = rows["ingest_time_ms"].to_numpy(dtype=np.int64)[order]
+        starts = np.array([start for _, start, _ in slices], dtype=np.int64)
+        lengths = np.diff(np.append(starts, len(order)))
+        key_of = np.repeat(np.arange(len(slices)), lengths)
+
+        stored = [self.driver.open_session(keys.get(key)) for key, _, _ in slices]
+        movable = np.array([session is not None or not keys.holds(key)
+                            for session, (key, _, _) in zip(stored, slices, strict=True)])
+        has = np.array([session is not None for session in stored])
+        low0 = np.array([s.start if s else 0 for s in stored], dtype=np.int64)
+        high0 = np.array([s.end - gap if s else 0 for s in stored], dtype=np.int64)
+        clock0 = np.array([s.watermark if s else MIN_WATERMARK for s in stored], dtype=np.int64)
+
+        by_key = pd.DataFrame({"t": t, "mark": marks}).groupby(key_of, sort=False)
+        clock = np.maximum(by_key["mark"].cummax().to_numpy(), clock0[key_of])
+        low = by_key["t"].cummin().to_numpy()  # the session with the record in it
+        high = by_key["t"].cummax().to_numpy()
+        low = np.where(has[key_of], np.minimum(low, low0[key_of]), low)
+        high = np.where(has[key_of], np.maximum(high, high0[key_of]), high)
+        first = np.zeros(len(t), dtype=bool)
+        first[starts] = True
+        prior = ~first | has[key_of]  # a session before the record
+        low_before = np.where(first, low0[key_of], np.concatenate(([0], low[:-1])))
+        high_before = np.where(first, high0[key_of], np.concatenate(([0], high[:-1])))
+        grows = np.where(prior,
+                         (t >= low_before - gap) & (t <= high_before + gap)
+                         & (clock < high_before + (gap - 1)),
+                         clock < t + (gap - 1))
+        magnitude = np.add.reduceat(np.where(present, np.abs(values.astype(np.float64)), 0.0),
+                                    starts)
+        last = starts + lengths - 1
+        growing = (movable & (np.add.reduceat((~grows).astype(np.int64), starts) == 0)
+                   & (magnitude < _SAFE_SUM) & (high[last] + (gap - 1) > watermark))
+        sessions = self._sessions(slices, stored, growing, starts, values, present, low, high,
+                                  clock, ingest, last)
+        chosen = growing[key_of]
+        return Grown(sessions, self._assignments(rows, order, chosen, low, high),
+                     np.flatnonzero(~growing).tolist())
+
+    def _sessions(self, slices: list[tuple[str, int, int]], stored: list[OpenSession | None],
+                  growing: np.ndarray, starts: np.ndarray, values: np.ndarray,
+                  present: np.ndarray, low: np.ndarray, high: np.ndarray, clock: np.ndarray,
+                  ingest: np.ndarray, last: np.ndarray) -> dict[str, OpenSession]:
+        counted = np.add.reduceat(present.astype(np.int64), starts)
+        total = np.add.reduceat(np.where(present, values, 0), starts)
+        least = np.minimum.reduceat(np.where(present, values, np.iinfo(np.int64).max), starts)
+        most = np.maximum.reduceat(np.where(present, values, np.iinfo(np.int64).min), starts)
+        latest_ingest = np.maximum.reduceat(ingest, starts)
+        records = np.diff(np.append(starts, len(values)))
+        driver, gap = self.driver, self.gap
+        sessions: dict[str, OpenSession] = {}
+        for index in np.flatnonzero(growing).tolist():
+            key = slices[index][0]
+            accs = driver.accumulators(int(records[index]), int(counted[index]),
+                                       int(total[index]), int(least[index]), int(most[index]))
+            before = stored[index]
+            end = int(last[index])
+            processing_time = int(latest_ingest[index])
+            if before is not None:
+                accs = driver.merged(before.accs, accs)
+                processing_time = max(processing_time, before.processing_time)
+            sessions[key] = OpenSession(int(low[end]), int(high[end]) + gap, accs,
+                                        int(clock[end]), processing_time)
+        return sessions
+
+    def _assignments(self, rows: pd.DataFrame, order: np.ndarray, chosen: np.ndarray,
+                     low: np.ndarray, high: np.ndarray) -> pa.RecordBatch | None:
+        count = int(chosen.sum())
+        if not count:
+            return None
+        picked = order[chosen]
+        columns = {"kind": pa.array(np.full(count, "assign", dtype=object), pa.string()),
+                   "key": pa.array(rows["key"].to_numpy(dtype=object)[picked], pa.string()),
+                   "window_start_ms": pa.array(low[chosen]),
+                   "window_end_ms": pa.array(high[chosen] + self.gap),
+                   "fate": pa.array(np.full(count, ON_TIME_CLASS, dtype=object), pa.string())}
+        for name in ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms"):
+            columns[name] = pa.array(rows[name].to_numpy(dtype=np.int64)[picked])
+        return pa.RecordBatch.from_arrays(
+            [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(count, f.type)
+             for f in self.schema], schema=self.schema)
+
+
+def _units(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The values (``Decimal`` or ``None``) as int64 nanounits and which are present, or
+    ``None`` when one needs more than 64 bits."""
+    words, missing, fits = unscaled_words(pa.array(values, _VALUE_TYPE))
+    if not fits.all():
+        return None
+    return words, ~missing

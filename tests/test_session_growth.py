@@ -158,6 +158,25 @@ def test_which_keys_grow_and_which_go_to_the_driver():
         [BASE], [BASE + 18])
 
 
+def test_the_rule_s_edges_go_to_the_driver():
+    """gap 10, lateness 5, the batch's watermark BASE + 9: a new key's first window whose end
+    its clock has reached (it fires a LATE pane at once, before a later record grows it), and
+    a session whose end the batch's
+    watermark reaches (its ON_TIME pane fires in the batch)."""
+    spec = _pipeline(10, 5)
+    batch = _frame([("fires_at_end", 1, BASE, BASE, BASE - 20, Decimal(1), "{}"),
+                    ("edge_new", 3, BASE, BASE, BASE + 9, Decimal(1), "{}"),
+                    ("inside_new", 5, BASE + 1, BASE, BASE + 9, Decimal(1), "{}"),
+                    ("edge_new", 7, BASE + 5, BASE, BASE + 9, Decimal(1), "{}")])
+    assert _growth(KeyedWindows(spec), batch, BASE + 9) == (
+        ["inside_new"], ["edge_new", "fires_at_end"])
+    rows, _ = _run(spec, [batch], [None], True)
+    assert rows == _run(spec, [batch], [None], False)[0]
+    panes = {dict(row)["key"]: dict(row)["timing"] for row in rows
+             if dict(row)["kind"] == "pane"}
+    assert panes == {"edge_new": "LATE", "fires_at_end": "ON_TIME"}
+
+
 def test_a_value_beyond_64_bits_sends_the_batch_to_the_driver():
     spec = _pipeline(10, 0)
     engine = KeyedWindows(spec)

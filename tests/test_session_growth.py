@@ -133,7 +133,8 @@ def test_sums_beyond_64_bits_of_a_growing_key_stay_exact():
 def _growth(engine: KeyedWindows, frame: pd.DataFrame, watermark: int):
     order, slices = key_slices(frame.key.to_numpy(), frame.arrival_seq.to_numpy())
     grown = engine.growth.grow(frame, order, slices, engine.keys, watermark)
-    return sorted(grown.sessions), sorted(slices[i][0] for i in grown.driven)
+    driven = sorted((slices[index][0], done) for index, done in grown.driven)
+    return sorted(set(grown.sessions) - {key for key, _ in driven}), driven
 
 
 def test_which_keys_grow_and_which_go_to_the_driver():
@@ -151,7 +152,8 @@ def test_which_keys_grow_and_which_go_to_the_driver():
         ("fires", 11, BASE + 1, BASE + 1, BASE + 9, Decimal(2), "{}"),  # its end passed
         ("new", 13, BASE - 5, BASE + 1, BASE + 9, None, "{}"),  # its own window's end passed
     ])
-    assert _growth(engine, second, BASE + 9) == (["grows"], ["fires", "new", "splits"])
+    assert _growth(engine, second, BASE + 9) == (
+        ["grows"], [("fires", 0), ("new", 0), ("splits", 0)])
     grown = engine.process(second)[0]
     assigned = grown[(grown.kind == "assign") & (grown.key == "grows")]
     assert (assigned.window_start_ms.tolist(), assigned.window_end_ms.tolist()) == (
@@ -169,7 +171,7 @@ def test_the_rule_s_edges_go_to_the_driver():
                     ("inside_new", 5, BASE + 1, BASE, BASE + 9, Decimal(1), "{}"),
                     ("edge_new", 7, BASE + 5, BASE, BASE + 9, Decimal(1), "{}")])
     assert _growth(KeyedWindows(spec), batch, BASE + 9) == (
-        ["inside_new"], ["edge_new", "fires_at_end"])
+        ["inside_new"], [("edge_new", 0), ("fires_at_end", 1)])
     rows, _ = _run(spec, [batch], [None], True)
     assert rows == _run(spec, [batch], [None], False)[0]
     panes = {dict(row)["key"]: dict(row)["timing"] for row in rows
@@ -177,12 +179,27 @@ def test_the_rule_s_edges_go_to_the_driver():
     assert panes == {"edge_new": "LATE", "fires_at_end": "ON_TIME"}
 
 
+def test_a_key_grows_up_to_its_first_late_record_and_the_driver_goes_on_from_there():
+    """gap 10, lateness 0: two records grow the session, the third is behind the watermark
+    (dropped), the fourth grows it again, on the driver."""
+    spec = _pipeline(10, 0)
+    batch = _frame([("a", 1, BASE, BASE, BASE - 20, Decimal(1), "{}"),
+                    ("a", 3, BASE + 4, BASE, BASE - 20, Decimal(2), "{}"),
+                    ("a", 5, BASE - 50, BASE, BASE - 10, Decimal(4), "{}"),
+                    ("a", 7, BASE + 6, BASE, BASE - 10, Decimal(8), "{}")])
+    assert _growth(KeyedWindows(spec), batch, BASE - 10) == ([], [("a", 2)])
+    rows, states = _run(spec, [batch], [None], True)
+    assert (rows, states) == _run(spec, [batch], [None], False)
+    assert [dict(row)["kind"] for row in rows].count("late") == 1
+    assert "'11.000000000'" in states[0][2][0][1]  # 1 + 2 + 8
+
+
 def test_a_value_beyond_64_bits_sends_the_batch_to_the_driver():
     spec = _pipeline(10, 0)
     engine = KeyedWindows(spec)
     frame = _frame([("a", 1, BASE, BASE, BASE - 20, Decimal(2**64).scaleb(-9), "{}"),
                     ("b", 3, BASE, BASE, BASE - 20, Decimal(1), "{}")])
-    assert _growth(engine, frame, BASE - 20) == ([], ["a", "b"])
+    assert _growth(engine, frame, BASE - 20) == ([], [("a", 0), ("b", 0)])
     sums = engine.process(frame)[0].dropna(subset=["window_start_ms"])
     assert len(sums) == 2 and np.all(sums.kind == "assign")
 

@@ -65,7 +65,8 @@ class KeyedWindows(SnapshotBucket):
                 self._save(key)
             if grown.rows is not None:
                 computed.append(grown.rows)
-            driven = [slices[index] for index in grown.driven]
+            driven = [(slices[index][0], slices[index][1] + done, slices[index][2])
+                      for index, done in grown.driven]
             order, driven = _only(order, driven)
         columns = [rows[name].to_numpy()[order].tolist() for name in RECORD_COLUMNS]
         records = list(zip(*columns, strict=True))

@@ -12,15 +12,18 @@ record, are known without running it:
   the stored ones merged with the batch's, its clocks raised to the largest watermark and
   ingest time its records carried.
 
-That holds when the key's stored state is such a session (or nothing) and each record, in
-arrival order, touches the session so far (for the first of a new key: makes one) while the
-key's clock (the largest watermark it has seen) is still before that session's end, and the
-batch's watermark does not reach the grown session's end. The same rule decides the backfill's
-plain groups (jobs/runtime/plain_sessions.py); here it starts from the stored session. Every
-other key of the batch runs through the driver as before. The rule reads the clocks exactly as
-the driver keeps them, so the two paths cannot disagree on which records are late;
-tests/test_session_growth.py holds the rows and the stored state to the driver's over random
-streams cut into micro-batches.
+That holds for a key's records, in arrival order, up to the first that breaks the rule: the
+key's stored state is such a session (or nothing), and each record touches the session so far
+(for the first of a new key: makes one) while the key's clock (the largest watermark it has
+seen) is still before that session's end. The same rule decides the backfill's plain groups
+(jobs/runtime/plain_sessions.py); here it starts from the stored session. When every record
+of the key keeps it and the batch's watermark does not reach the grown session's end, the
+key is done; otherwise the grown session is stored and the driver goes on from it with the
+key's remaining records (a record behind the watermark, a new session beside the old) and
+fires at the batch's watermark. A key whose stored state is anything else runs on the driver
+from its first record. The rule reads the clocks exactly as the driver keeps them, so the two
+paths cannot disagree on which records are late; tests/test_session_growth.py holds the rows
+and the stored state to the driver's over random streams cut into micro-batches.
 """
 
 from __future__ import annotations
@@ -48,13 +51,14 @@ _VALUE_TYPE = pa.decimal128(38, SCALE)
 
 @dataclass(frozen=True)
 class Grown:
-    """What a batch's growing keys came to: their new sessions by key, their assignment rows
-    (Arrow, of the runtime's output schema), and the slices (indices into the batch's key
-    slices) left to the driver."""
+    """What a batch's keys came to: the sessions their first records grew (by key), those
+    records' assignment rows (Arrow, of the runtime's output schema), and the keys left to the
+    driver, as ``(index into the batch's key slices, records already grown)``: the driver goes
+    on from the grown session with the rest, and fires at the batch's watermark."""
 
     sessions: dict[str, OpenSession]
     rows: pa.RecordBatch | None
-    driven: list[int]
+    driven: list[tuple[int, int]]
 
 
 class SessionGrowth:
@@ -69,12 +73,12 @@ class SessionGrowth:
 
     def grow(self, rows: pd.DataFrame, order: np.ndarray, slices: list[tuple[str, int, int]],
              keys: KeySnapshots, watermark: int) -> Grown:
-        """The keys of ``rows`` (in ``order``: by key, then arrival; ``slices`` each key's
-        range of it) that only grow their session up to ``watermark`` (the batch's), and the
-        rest."""
+        """Each key's records of ``rows`` (in ``order``: by key, then arrival; ``slices``
+        each key's range of it) that grow its session, and what is left to the driver
+        (``watermark``: the batch's)."""
         units = _units(rows["value"].to_numpy(dtype=object)[order])
         if units is None:  # a value beyond 64 bits: the driver's integers take it
-            return Grown({}, None, list(range(len(slices))))
+            return Grown({}, None, [(index, 0) for index in range(len(slices))])
         values, present = units
         gap = self.gap
         t = rows["event_time_ms"].to_numpy(dtype=np.int64)[order]
@@ -107,30 +111,42 @@ class SessionGrowth:
                          (t >= low_before - gap) & (t <= high_before + gap)
                          & (clock < high_before + (gap - 1)),
                          clock < t + (gap - 1))
-        magnitude = np.add.reduceat(np.where(present, np.abs(values.astype(np.float64)), 0.0),
-                                    starts)
-        last = starts + lengths - 1
-        growing = (movable & (np.add.reduceat((~grows).astype(np.int64), starts) == 0)
-                   & (magnitude < _SAFE_SUM) & (high[last] + (gap - 1) > watermark))
-        sessions = self._sessions(slices, stored, growing, starts, values, present, low, high,
-                                  clock, ingest, last)
-        chosen = growing[key_of]
+        # a running sum of magnitudes: the prefix it bounds sums exactly in an int64
+        magnitude = pd.Series(np.where(present, np.abs(values.astype(np.float64)), 0.0)
+                              ).groupby(key_of, sort=False).cumsum().to_numpy()
+        index = np.arange(len(t))
+        keeps = grows & (magnitude < _SAFE_SUM) & movable[key_of]
+        ends = starts + lengths
+        done = np.minimum.reduceat(np.where(keeps, len(t), index), starts)  # the first not
+        done = np.minimum(done, ends)
+        last = np.maximum(done - 1, starts)  # the last record grown (when one was)
+        whole = (done == ends) & (high[last] + (gap - 1) > watermark)
+        sessions = self._sessions(slices, stored, done > starts, starts, index < done[key_of],
+                                  values, present, low, high, clock, ingest, last)
+        chosen = index < done[key_of]
         return Grown(sessions, self._assignments(rows, order, chosen, low, high),
-                     np.flatnonzero(~growing).tolist())
+                     [(i, d) for i, d in zip(np.flatnonzero(~whole).tolist(),
+                                              (done - starts)[~whole].tolist(), strict=True)])
 
     def _sessions(self, slices: list[tuple[str, int, int]], stored: list[OpenSession | None],
-                  growing: np.ndarray, starts: np.ndarray, values: np.ndarray,
+                  grown: np.ndarray, starts: np.ndarray, chosen: np.ndarray, values: np.ndarray,
                   present: np.ndarray, low: np.ndarray, high: np.ndarray, clock: np.ndarray,
                   ingest: np.ndarray, last: np.ndarray) -> dict[str, OpenSession]:
-        counted = np.add.reduceat(present.astype(np.int64), starts)
-        total = np.add.reduceat(np.where(present, values, 0), starts)
-        least = np.minimum.reduceat(np.where(present, values, np.iinfo(np.int64).max), starts)
-        most = np.maximum.reduceat(np.where(present, values, np.iinfo(np.int64).min), starts)
-        latest_ingest = np.maximum.reduceat(ingest, starts)
-        records = np.diff(np.append(starts, len(values)))
+        """Each key's session after its grown records (``chosen``; ``grown``: the keys with
+        any, ``last`` the last of them)."""
+        counted_values = present & chosen
+        counted = np.add.reduceat(counted_values.astype(np.int64), starts)
+        total = np.add.reduceat(np.where(counted_values, values, 0), starts)
+        least = np.minimum.reduceat(np.where(counted_values, values, np.iinfo(np.int64).max),
+                                    starts)
+        most = np.maximum.reduceat(np.where(counted_values, values, np.iinfo(np.int64).min),
+                                   starts)
+        latest_ingest = np.maximum.reduceat(np.where(chosen, ingest, np.iinfo(np.int64).min),
+                                            starts)
+        records = np.add.reduceat(chosen.astype(np.int64), starts)
         driver, gap = self.driver, self.gap
         sessions: dict[str, OpenSession] = {}
-        for index in np.flatnonzero(growing).tolist():
+        for index in np.flatnonzero(grown).tolist():
             key = slices[index][0]
             accs = driver.accumulators(int(records[index]), int(counted[index]),
                                        int(total[index]), int(least[index]), int(most[index]))

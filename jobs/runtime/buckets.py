@@ -228,7 +228,7 @@ def key_slices(keys: Any, order_by: Any) -> tuple[Any, list[tuple[str, int, int]
 
     # keys as numbers in key order first: sorting strings by comparing them took a tenth of
     # the live sessions' Python
-    codes, names = pd.factorize(keys, sort=True)
+    codes, names = pd.factorize(keys, sort=True, use_na_sentinel=False)
     order = np.lexsort((order_by, codes))
     sorted_codes = codes[order]
     if not len(sorted_codes):

@@ -87,7 +87,7 @@ def output_schema(spec: PipelineSpec) -> str:
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(),
                 "boolean": pa.bool_(), "double": pa.float64(), SPARK_TYPE: pa.decimal128(38, SCALE)}
-NULLABLE_DTYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
+_NULLABLE_DTYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
                     pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype()}
 
 
@@ -209,7 +209,7 @@ class KeyRunner:
         if self.arrow_schema is not None:
             batch = pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
             table = pa.Table.from_batches([*computed, batch], schema=self.arrow_schema)
-            return table.to_pandas(types_mapper=NULLABLE_DTYPES.get)
+            return table.to_pandas(types_mapper=_NULLABLE_DTYPES.get)
         if computed:
             raise ValueError("rows in Arrow need the runner's Arrow schema")
         # column by column: a frame of the dicts would hold a long column with nulls as

@@ -68,7 +68,9 @@ class KeyedWindows(SnapshotBucket):
             driven = [(slices[index][0], slices[index][1] + done, slices[index][2])
                       for index, done in grown.driven]
             order, driven = _only(order, driven)
-        columns = [rows[name].to_numpy()[order].tolist() for name in RECORD_COLUMNS]
+        # no payload column when no engine of the stream reads one (jobs/live/stream.py)
+        columns = [rows[name].to_numpy()[order].tolist() if name in rows else [None] * len(order)
+                   for name in RECORD_COLUMNS]
         records = list(zip(*columns, strict=True))
         output: list[dict[str, Any]] = []
         for key, start, end in driven:

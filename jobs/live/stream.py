@@ -41,6 +41,7 @@ from jobs.progress import heartbeat
 from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
+from jobs.runtime.key_runner import reads_payload
 from jobs.runtime.packing import PACKED_WATERMARK, pack_by_bucket, rows_only_arrow_batches
 from jobs.settings import SettingsError
 from jobs.streams import Stream
@@ -157,13 +158,20 @@ def plan_runs(stream: Stream, pipelines: list[Pipeline] | None, buckets: int,
     return runs
 
 
+def ships_payload(specs: list[PipelineSpec]) -> bool:
+    """Whether some engine reads records' payloads in Python: process functions, the general
+    window operator, sessions aggregating a payload field. The standard windows' fields are
+    parsed by Spark (:func:`stream_input`)."""
+    return any(not spec.is_standard_window and reads_payload(spec) for spec in specs)
+
+
 def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
-    """The arrival log's columns the engines read (the payload only where an engine other
-    than the standard windows' reads it), the payload fields the standard windows aggregate as
+    """The arrival log's columns the engines read (the payload only where an engine reads it
+    in Python, :func:`ships_payload`), the payload fields the standard windows aggregate as
     exact decimals (Spark parses them, not Python), packed by bucket
     (jobs/runtime/packing.py), with Spark's event time."""
     columns = {name: F.col(name) for name in INPUT_COLUMNS}
-    if all(spec.is_standard_window for spec in specs):
+    if not ships_payload(specs):
         del columns["payload"]
     for spec in specs:
         if not spec.is_standard_window:
@@ -262,8 +270,7 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     else:
         writer = writer.trigger(processingTime=trigger)
     name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
-    narrow = all(spec.is_standard_window for spec in specs)  # no payload (stream_input)
-    with rows_only_arrow_batches(spark, narrow):
+    with rows_only_arrow_batches(spark, narrow=not ships_payload(specs)):
         query = writer.queryName(f"eventtime_live_{stream.name}_{name}").start()
     return query, sink
 

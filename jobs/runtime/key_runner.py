@@ -101,6 +101,14 @@ def arrow_schema(spec: PipelineSpec) -> pa.Schema | None:
     return pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in output_columns(spec)])
 
 
+def reads_payload(spec: PipelineSpec) -> bool:
+    """Whether :class:`KeyRunner` decodes each record's payload for ``spec``: not for session
+    windows of the session driver whose aggregates read the arrival log's ``value`` or count
+    records (the live stream then leaves payloads out of what it sends to Python)."""
+    return not is_standard_session(spec) or any(
+        a.field not in (None, "value") for a in spec.aggregates)
+
+
 class KeyRunner:
     """A window driver for one key at a time, and the rows its output becomes.
 
@@ -113,8 +121,7 @@ class KeyRunner:
         standard = is_standard_session(spec)
         self.driver: WindowDriver | SessionDriver = (SessionDriver(spec) if standard
                                                      else build_driver(spec))
-        self.reads_payload = not standard or any(
-            a.field not in (None, "value") for a in spec.aggregates)
+        self.reads_payload = reads_payload(spec)
         if record_assignments:
             self.driver.record_assignments()
         columns = output_columns(spec)

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from jobs.runtime.buckets import KeySnapshots
 from jobs.runtime.packing import unscaled_words
-from jobs.runtime.plain_sessions import computes_plain_groups
+from jobs.runtime.plain_sessions import computes_plain_groups, repeated, shaped
 from operators.numbers import SCALE
 from operators.pipeline import PipelineSpec
 from operators.standard_sessions import OpenSession, SessionDriver
@@ -166,16 +166,14 @@ class SessionGrowth:
         if not count:
             return None
         picked = order[chosen]
-        columns = {"kind": pa.array(np.full(count, "assign", dtype=object), pa.string()),
+        columns = {"kind": repeated("assign", count),
                    "key": pa.array(rows["key"].to_numpy(dtype=object)[picked], pa.string()),
                    "window_start_ms": pa.array(low[chosen]),
                    "window_end_ms": pa.array(high[chosen] + self.gap),
-                   "fate": pa.array(np.full(count, ON_TIME_CLASS, dtype=object), pa.string())}
+                   "fate": repeated(ON_TIME_CLASS, count)}
         for name in ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms"):
             columns[name] = pa.array(rows[name].to_numpy(dtype=np.int64)[picked])
-        return pa.RecordBatch.from_arrays(
-            [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(count, f.type)
-             for f in self.schema], schema=self.schema)
+        return shaped(columns, count, self.schema)
 
 
 def _units(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

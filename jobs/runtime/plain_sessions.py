@@ -199,14 +199,14 @@ def _assignments(batch: pa.RecordBatch, groups: _Groups, plain: np.ndarray, gap:
                  schema: pa.Schema) -> pa.RecordBatch:
     rows = pa.array(groups.order[plain])
     columns = {
-        "kind": _repeated("assign", len(rows)), "key": batch.column("key").take(rows),
+        "kind": repeated("assign", len(rows)), "key": batch.column("key").take(rows),
         "window_start_ms": pa.array(groups.running_min[plain]),
         "window_end_ms": pa.array(groups.running_max[plain] + gap),
-        "fate": _repeated(ON_TIME_CLASS, len(rows)),
+        "fate": repeated(ON_TIME_CLASS, len(rows)),
     }
     for name in ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms"):
         columns[name] = batch.column(name).take(rows)
-    return _shaped(columns, len(rows), schema)
+    return shaped(columns, len(rows), schema)
 
 
 def _panes(batch: pa.RecordBatch, groups: _Groups, plain_group: np.ndarray, spec: PipelineSpec,
@@ -226,7 +226,7 @@ def _panes(batch: pa.RecordBatch, groups: _Groups, plain_group: np.ndarray, spec
     present = valid[groups.order]
     values = units[groups.order]
     columns = {
-        "kind": _repeated("pane", int(chosen.sum())),
+        "kind": repeated("pane", int(chosen.sum())),
         "key": batch.column("key").take(pa.array(groups.order[starts[chosen]])),
         "window_start_ms": pa.array(window_start[chosen]),
         "window_end_ms": pa.array(window_end[chosen]),
@@ -237,7 +237,7 @@ def _panes(batch: pa.RecordBatch, groups: _Groups, plain_group: np.ndarray, spec
     for aggregate in spec.aggregates:
         columns[f"agg_{aggregate.name}"] = _aggregate(aggregate, starts, count, values,
                                                       present, chosen)
-    return _shaped(columns, int(chosen.sum()), schema)
+    return shaped(columns, int(chosen.sum()), schema)
 
 
 def _aggregate(aggregate: AggregateSpec, starts: np.ndarray, count: np.ndarray,
@@ -270,11 +270,11 @@ def _decimals(units: np.ndarray, present: np.ndarray) -> pa.Array:
     return pc.if_else(pa.array(present), decimals, pa.scalar(None, _VALUE_TYPE))
 
 
-def _repeated(text: str, count: int) -> pa.Array:
+def repeated(text: str, count: int) -> pa.Array:
     return pa.array([text], pa.string()).take(pa.array(np.zeros(count, dtype=np.int64)))
 
 
-def _shaped(columns: dict[str, pa.Array], count: int, schema: pa.Schema) -> pa.RecordBatch:
+def shaped(columns: dict[str, pa.Array], count: int, schema: pa.Schema) -> pa.RecordBatch:
     """Every column of ``schema``, of its type; the ones a row kind lacks are null."""
     return pa.RecordBatch.from_arrays(
         [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(count, f.type)

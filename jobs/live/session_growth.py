@@ -36,17 +36,17 @@ import pyarrow as pa
 
 from jobs.runtime.buckets import KeySnapshots
 from jobs.runtime.packing import unscaled_words
-from jobs.runtime.plain_sessions import computes_plain_groups, repeated, shaped
-from operators.numbers import SCALE
+from jobs.runtime.plain_sessions import (
+    SAFE_SUM,
+    VALUE_TYPE,
+    computes_plain_groups,
+    repeated,
+    shaped,
+)
 from operators.pipeline import PipelineSpec
 from operators.standard_sessions import OpenSession, SessionDriver
 from operators.time import MIN_WATERMARK
 from operators.window_operator import ON_TIME_CLASS
-
-_SAFE_SUM = 2.0**62
-"""A key's batch whose values' magnitudes add up to less than this sums exactly in an int64."""
-
-_VALUE_TYPE = pa.decimal128(38, SCALE)
 
 
 @dataclass(frozen=True)
@@ -115,15 +115,15 @@ class SessionGrowth:
         magnitude = pd.Series(np.where(present, np.abs(values.astype(np.float64)), 0.0)
                               ).groupby(key_of, sort=False).cumsum().to_numpy()
         index = np.arange(len(t))
-        keeps = grows & (magnitude < _SAFE_SUM) & movable[key_of]
+        keeps = grows & (magnitude < SAFE_SUM) & movable[key_of]
         ends = starts + lengths
         done = np.minimum.reduceat(np.where(keeps, len(t), index), starts)  # the first not
         done = np.minimum(done, ends)
         last = np.maximum(done - 1, starts)  # the last record grown (when one was)
         whole = (done == ends) & (high[last] + (gap - 1) > watermark)
-        sessions = self._sessions(slices, stored, done > starts, starts, index < done[key_of],
-                                  values, present, low, high, clock, ingest, last)
         chosen = index < done[key_of]
+        sessions = self._sessions(slices, stored, done > starts, starts, chosen, values, present,
+                                  low, high, clock, ingest, last)
         return Grown(sessions, self._assignments(rows, order, chosen, low, high),
                      [(i, d) for i, d in zip(np.flatnonzero(~whole).tolist(),
                                               (done - starts)[~whole].tolist(), strict=True)])
@@ -179,7 +179,7 @@ class SessionGrowth:
 def _units(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The values (``Decimal`` or ``None``) as int64 nanounits and which are present, or
     ``None`` when one needs more than 64 bits."""
-    words, missing, fits = unscaled_words(pa.array(values, _VALUE_TYPE))
+    words, missing, fits = unscaled_words(pa.array(values, VALUE_TYPE))
     if not fits.all():
         return None
     return words, ~missing

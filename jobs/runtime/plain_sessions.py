@@ -53,10 +53,10 @@ _LONGEST_SPAN = 2**61
 refuses event times beyond ±2**62, jobs/streams/landing/parsing.py); a pipeline beyond it
 runs every group on the driver."""
 
-_SAFE_SUM = 2.0**62
+SAFE_SUM = 2.0**62
 """A group whose values' magnitudes add up to less than this sums exactly in an int64."""
 
-_VALUE_TYPE = pa.decimal128(38, SCALE)
+VALUE_TYPE = pa.decimal128(38, SCALE)
 
 
 def _reads_the_value_only(aggregate: AggregateSpec) -> bool:
@@ -134,7 +134,7 @@ def split(batch: pa.RecordBatch, spec: PipelineSpec, log_watermark: int,
     magnitude = np.add.reduceat(np.where(valid, np.abs(units.astype(np.float64)), 0.0)[in_order],
                                 groups.starts)
     plain_group = ((np.add.reduceat((~keeps_plain).astype(np.int64), groups.starts) == 0)
-                   & (magnitude < _SAFE_SUM))
+                   & (magnitude < SAFE_SUM))
     plain = plain_group[groups.group]
     computed = [_assignments(batch, groups, plain, gap, schema),
                 _panes(batch, groups, plain_group, spec, units, valid, log_watermark, schema)]
@@ -151,8 +151,8 @@ def _longs(array: pa.Array, name: str) -> np.ndarray:
 def _unscaled(values: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``DECIMAL(38, 9)`` values as int64 nanounits, with which are present and which fit
     in an int64."""
-    if values.type != _VALUE_TYPE:
-        raise TypeError(f"value must be {_VALUE_TYPE}, got {values.type}")
+    if values.type != VALUE_TYPE:
+        raise TypeError(f"value must be {VALUE_TYPE}, got {values.type}")
     units, missing, fits = unscaled_words(values)
     return units, ~missing, fits
 
@@ -266,8 +266,8 @@ def _decimals(units: np.ndarray, present: np.ndarray) -> pa.Array:
     sign the high word."""
     words = np.empty((len(units), 2), dtype=np.int64)
     words[:, 0], words[:, 1] = units, units >> 63
-    decimals = pa.Array.from_buffers(_VALUE_TYPE, len(units), [None, pa.py_buffer(words)])
-    return pc.if_else(pa.array(present), decimals, pa.scalar(None, _VALUE_TYPE))
+    decimals = pa.Array.from_buffers(VALUE_TYPE, len(units), [None, pa.py_buffer(words)])
+    return pc.if_else(pa.array(present), decimals, pa.scalar(None, VALUE_TYPE))
 
 
 def repeated(text: str, count: int) -> pa.Array:

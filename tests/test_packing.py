@@ -15,12 +15,16 @@ from hypothesis import strategies as st
 
 from jobs.runtime.packing import (
     BATCH_BYTES_SETTING,
+    PACK_BYTES,
     PACKED_COLUMN,
+    PACKED_OUTPUT,
     PACKED_WATERMARK,
     UNSIZED,
+    pack_output,
     packed,
     rows_only_arrow_batches,
     unpack,
+    unpack_output,
 )
 
 SCHEMA = pa.schema([("key", pa.string()), ("arrival_seq", pa.int64()),
@@ -94,3 +98,56 @@ def test_a_narrow_stream_starts_with_batches_cut_by_rows_only(spark):
         assert spark.conf.get(setting) == "1048576"
     finally:
         spark.conf.unset(setting)
+
+
+OUTPUT = pa.schema([("kind", pa.string()), ("window_end_ms", pa.int64()),
+                    ("pane_index", pa.int32()), ("is_last", pa.bool_()),
+                    ("value", pa.decimal128(38, 9)), ("agg_mean", pa.float64())])
+DTYPES = {"kind": "object", "window_end_ms": "Int64", "pane_index": "Int32",
+          "is_last": "boolean", "value": "object", "agg_mean": "Float64"}
+output_rows = st.lists(st.fixed_dictionaries({
+    "kind": st.one_of(st.none(), st.text(max_size=5)),
+    "window_end_ms": st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
+    "pane_index": st.one_of(st.none(), st.integers(-2**31, 2**31 - 1)),
+    "is_last": st.one_of(st.none(), st.booleans()),
+    "value": st.one_of(st.none(), st.decimals(min_value=Decimal("-1e28"),
+                                              max_value=Decimal("1e28"), places=9,
+                                              allow_nan=False, allow_infinity=False)),
+    "agg_mean": st.one_of(st.none(), st.floats(allow_nan=False)),
+}), max_size=12)
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    """An output frame as the engines build it: nullable dtypes, decimals as objects."""
+    return pd.DataFrame({name: pd.array([row[name] for row in rows], dtype=dtype)
+                         for name, dtype in DTYPES.items()})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(output_rows, max_size=3), max_size=5), st.integers(1, 4))
+def test_packed_output_reaches_the_driver_row_for_row(calls, chunks):
+    """Each call's frames leave as one packed row (none when they hold no row); the driver
+    gets every row of every call, in order, with its values unchanged and its nulls null,
+    however Spark chunks the packed rows."""
+    packs = [pack_output([_frame(rows) for rows in frames], OUTPUT) for frames in calls]
+    assert [not p for p in packs] == [not any(frames) for frames in calls]
+    blobs = pa.array([blob for call in packs for blob in call], pa.large_binary())
+    size = max(1, -(-len(blobs) // chunks))
+    collected = pa.table({PACKED_OUTPUT: pa.chunked_array(
+        [blobs.slice(at, size) for at in range(0, len(blobs), size)], pa.large_binary())})
+    got = unpack_output(collected, OUTPUT)
+    assert got.schema == OUTPUT
+    expected = [row for frames in calls for rows in frames for row in rows]
+    assert got.to_pylist() == expected
+
+
+def test_a_large_output_leaves_in_packs_the_collector_keeps_small():
+    """A call's many rows (a session's assignment per record) leave in several packs of about
+    ``PACK_BYTES`` each, and come back whole and in order."""
+    rows = [{"kind": "assign", "window_end_ms": i, "pane_index": None, "is_last": None,
+             "value": Decimal(i) / 100, "agg_mean": None} for i in range(40_000)]
+    packs = pack_output([_frame(rows[:25_000]), _frame(rows[25_000:])], OUTPUT)
+    assert len(packs) > 4
+    assert max(len(blob) for blob in packs) < 2 * PACK_BYTES
+    got = unpack_output(pa.table({PACKED_OUTPUT: pa.array(packs, pa.binary())}), OUTPUT)
+    assert got.to_pylist() == rows

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from jobs.runtime.buckets import BucketEngine
-from jobs.runtime.key_runner import BASE_OUTPUT, value_columns
+from jobs.runtime.key_runner import ARROW_TYPES, BASE_OUTPUT, value_columns
 from operators.pipeline import PipelineSpec
 
 PIPELINE_COLUMN = "pipeline"
@@ -63,9 +63,10 @@ def stream_output_columns(specs: Sequence[PipelineSpec]) -> list[tuple[str, str]
     return columns
 
 
-def stream_output_schema(specs: Sequence[PipelineSpec]) -> str:
-    """DDL of the stream's output rows, for ``transformWithStateInPandas``."""
-    return ", ".join(f"{name} {kind}" for name, kind in stream_output_columns(specs))
+def stream_output_schema(specs: Sequence[PipelineSpec]) -> pa.Schema:
+    """The Arrow schema of the stream's output rows (packed by the stateful stage,
+    jobs/runtime/packing.py)."""
+    return pa.schema([(name, ARROW_TYPES[kind]) for name, kind in stream_output_columns(specs)])
 
 
 class PipelineEngines:

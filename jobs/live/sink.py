@@ -60,6 +60,7 @@ from jobs.live import lateness
 from jobs.live.day_tallies import DayTallies
 from jobs.live.fanout import pipeline_rows
 from jobs.registry import Pipeline
+from jobs.runtime.packing import unpack_output
 from jobs.storage import Files
 from jobs.streams import Stream
 from jobs.window_tables import (
@@ -593,6 +594,8 @@ class StreamSink:
     stream: Stream
     sinks: list[PipelineSink]
     """One per pipeline, in the order of the query's engines."""
+    output_schema: pa.Schema
+    """The stream's output rows, which come packed (jobs/runtime/packing.py)."""
     progress: Callable[[str], None] = print
     batches: list[dict] = field(default_factory=list)
     """One per micro-batch written: its id, records, arrival range, and per pipeline its
@@ -608,7 +611,7 @@ class StreamSink:
         started = time.monotonic()
         # the batch's output is small (panes, late rows, progress rows per bucket): it is
         # taken to the driver once and written from there (jobs/fast_writes.py)
-        rows = batch.toArrow().to_pandas()
+        rows = unpack_output(batch.toArrow(), self.output_schema).to_pandas()
         if rows.empty:
             return  # a batch with no output at all
         parts = [pipeline_rows(rows, index, sink.key, sink.pipeline.spec)

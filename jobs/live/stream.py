@@ -42,7 +42,12 @@ from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
 from jobs.runtime.key_runner import reads_payload
-from jobs.runtime.packing import PACKED_WATERMARK, pack_by_bucket, rows_only_arrow_batches
+from jobs.runtime.packing import (
+    PACKED_OUTPUT_SCHEMA,
+    PACKED_WATERMARK,
+    pack_by_bucket,
+    rows_only_arrow_batches,
+)
 from jobs.settings import SettingsError
 from jobs.streams import Stream
 from jobs.windows.vectorised import field_column
@@ -242,13 +247,15 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
         reader = reader.option("maxBytesPerTrigger", max_bytes_per_trigger)
     keys = [member_key(member_of(p)) for p in pipelines]
     specs = [p.spec for p in pipelines]
+    output_schema = stream_output_schema(specs)
     rows = (stream_input(reader.load(source), specs, buckets)
             .groupBy(BUCKET_COLUMN)
             .transformWithStateInPandas(
                 statefulProcessor=BucketProcessor(
                     lambda: PipelineEngines(keys, specs, source), packed=True,
-                    decimals_as_units=all(spec.is_standard_window for spec in specs)),
-                outputStructType=stream_output_schema(specs),
+                    decimals_as_units=all(spec.is_standard_window for spec in specs),
+                    packed_output=output_schema),
+                outputStructType=PACKED_OUTPUT_SCHEMA,
                 outputMode="Append", timeMode="EventTime"))
     names = [p.name for p in pipelines]
 
@@ -263,7 +270,7 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
                           run.checkpoint, metrics_interval_s, on_flush=on_flush,
                           label=label(pipeline, key))
              for pipeline, key in zip(pipelines, keys, strict=True)]
-    sink = StreamSink(spark, stream, sinks, progress, on_batch=on_batch)
+    sink = StreamSink(spark, stream, sinks, output_schema, progress, on_batch=on_batch)
     writer = rows.writeStream.foreachBatch(sink).option("checkpointLocation", run.checkpoint)
     if trigger == "available_now":
         writer = writer.trigger(availableNow=True)

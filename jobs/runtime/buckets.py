@@ -81,12 +81,15 @@ def with_event_time(arrivals: DataFrame, watermark: str = "watermark_ms") -> Dat
 
 class BucketProcessor(StatefulProcessor):
     """Runs an engine per bucket and call; keeps its blob and its one timer in Spark.
-    ``packed``: the input rows are packs of records (jobs/runtime/packing.py)."""
+    ``packed``: the input rows are packs of records; ``packed_output``: the Arrow schema of
+    the engine's output rows, which then leave each call packed (jobs/runtime/packing.py)."""
 
     def __init__(self, make_engine: Callable[[], BucketEngine], packed: bool = False,
-                 decimals_as_units: bool = False) -> None:
+                 decimals_as_units: bool = False, packed_output: pa.Schema | None = None
+                 ) -> None:
         self.make_engine = make_engine
         self.packed = packed
+        self.packed_output = packed_output
         # packed exact decimals as integers of nanounits where they fit (``unpack``): only
         # for engines that take them (the standard windows')
         self.decimals_as_units = decimals_as_units
@@ -114,6 +117,13 @@ class BucketProcessor(StatefulProcessor):
             self.state.clear()
         else:
             self.state.update((blob, wanted))
+        if self.packed_output is not None:
+            from jobs.runtime.packing import PACKED_OUTPUT, pack_output
+
+            packs = pack_output(output, self.packed_output)
+            if packs:
+                yield pd.DataFrame({PACKED_OUTPUT: packs})
+            return
         for frame in output:
             if len(frame):
                 yield frame

@@ -85,8 +85,9 @@ def output_schema(spec: PipelineSpec) -> str:
     return ", ".join(f"{name} {kind}" for name, kind in output_columns(spec))
 
 
-_ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(),
-                "boolean": pa.bool_(), "double": pa.float64(), SPARK_TYPE: pa.decimal128(38, SCALE)}
+ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(),
+               "boolean": pa.bool_(), "double": pa.float64(), SPARK_TYPE: pa.decimal128(38, SCALE)}
+"""The Arrow type of each Spark type an output column may have."""
 _NULLABLE_DTYPES = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
                     pa.bool_(): pd.BooleanDtype(), pa.float64(): pd.Float64Dtype()}
 
@@ -98,7 +99,7 @@ def arrow_schema(spec: PipelineSpec) -> pa.Schema | None:
     takes a ``Decimal`` Arrow refuses), in every runtime alike."""
     if spec.is_process or any(a.is_user_defined for a in spec.aggregates):
         return None
-    return pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in output_columns(spec)])
+    return pa.schema([(name, ARROW_TYPES[kind]) for name, kind in output_columns(spec)])
 
 
 def reads_payload(spec: PipelineSpec) -> bool:

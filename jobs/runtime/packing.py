@@ -9,6 +9,13 @@ input partition's records by bucket into Arrow IPC bytes, one row per bucket: th
 stage gets tens of rows per micro-batch instead of hundreds of thousands, and the processor
 unpacks them as columns (:func:`unpack`).
 
+The stateful stage's output is packed the same way (:func:`pack_output`), one row per call:
+Spark's JVM reads each output row from the Python worker's Arrow into a row and, when the
+micro-batch is collected, writes it into Arrow again. Live sessions output a row per record
+(its window assignment), and a profile of their JVM at 40,000 events/s put a fifth of its
+samples in that collect (benchmarks/RESULTS.md). Packed, the rows cross the JVM as a few
+byte strings and the driver reads them as they were written (:func:`unpack_output`).
+
 Nothing a pipeline computes changes: an engine gets its bucket's records of the micro-batch,
 in any order, as before. A packed row carries the largest recorded watermark of its records as
 its event time, and Spark's watermark is the largest over the rows, so it is the same as over
@@ -30,6 +37,15 @@ PACKED_COLUMN = "packed_records"
 passes rows through named tuples, which rename such fields.)"""
 PACKED_WATERMARK = "packed_watermark_ms"
 """The largest recorded watermark of a packed row's records."""
+PACKED_OUTPUT = "packed_output"
+"""Arrow IPC stream bytes of one call's output rows."""
+PACKED_OUTPUT_SCHEMA = f"{PACKED_OUTPUT} binary"
+"""The stateful stage's Spark output schema when its output is packed."""
+PACK_BYTES = 256 * 1024
+"""About the most bytes of output rows in one pack: the JVM's garbage collector takes an
+object of half its heap region or more (1 MiB of the driver's 4 GiB heap) as humongous, and
+packs of a bucket's whole output (megabytes for sessions) made it collect three to nine times as
+often (measured on a catch-up of 6.4 M records)."""
 MAX_ROWS_PER_PACK = 1_000_000
 """Records gathered before a partition's packs are cut (bounds the Python worker's memory)."""
 
@@ -128,6 +144,33 @@ def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame
     for name, column in units.items():
         data[name] = column
     return data[table.column_names] if units else data
+
+
+def pack_output(frames: Sequence[pd.DataFrame], schema: pa.Schema) -> list[bytes]:
+    """One call's output ``frames`` (columns by name, as in ``schema``) as Arrow IPC bytes,
+    cut into packs of about :data:`PACK_BYTES`. Converted as PySpark converts an output
+    frame (``pa.Array.from_pandas`` to the column's type, unchecked, its default), so the
+    driver reads the same values as from Spark's own rows."""
+    tables = [pa.Table.from_pandas(frame, schema=schema, preserve_index=False, safe=False)
+              for frame in frames if len(frame)]
+    if not tables:
+        return []
+    table = pa.concat_tables(tables)
+    rows = max(1, table.num_rows * PACK_BYTES // max(1, table.nbytes))
+    packs = []
+    for start in range(0, table.num_rows, rows):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_table(table.slice(start, rows))
+        packs.append(sink.getvalue().to_pybytes())
+    return packs
+
+
+def unpack_output(packs: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The output rows of a micro-batch's packed rows (:func:`pack_output`), in ``schema``."""
+    tables = [pa.ipc.open_stream(blob.as_buffer()).read_all()
+              for chunk in packs.column(PACKED_OUTPUT).chunks for blob in chunk]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 SCALE = 9

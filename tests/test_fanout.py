@@ -10,10 +10,18 @@ import json
 from decimal import Decimal
 
 import pandas as pd
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.live.fanout import PIPELINE_COLUMN, PipelineEngines, make_engine, pipeline_rows
+from jobs.live.fanout import (
+    PIPELINE_COLUMN,
+    PipelineEngines,
+    make_engine,
+    pipeline_rows,
+    stream_output_schema,
+)
+from jobs.runtime.key_runner import as_frame
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
 from tests.depth import examples
@@ -78,6 +86,11 @@ def _drive(engine, frame: pd.DataFrame, sizes: list[int], final_watermark: int
     return [f for f in output if len(f)]
 
 
+def _frames(output: list[pd.DataFrame | pa.Table]) -> list[pd.DataFrame]:
+    """An engine's output as frames (the operator library's engines emit Arrow tables)."""
+    return [as_frame(part) if isinstance(part, pa.Table) else part for part in output]
+
+
 def _rows(frames: list[pd.DataFrame]) -> list[tuple]:
     """Every row as a sorted tuple list (decimals and nulls compared exactly)."""
     if not frames:
@@ -98,17 +111,20 @@ def test_each_pipeline_beside_others_emits_exactly_what_it_emits_alone(stream, c
     names = sorted(chosen)
     final = int(frame.event_time_ms.max()) + 10 * 60_000
     together = _drive(PipelineEngines(names, [PARSED[n] for n in names]), frame, sizes, final)
-    for frame_out in together:  # one schema for all, each row tagged with its pipeline
-        assert set(frame_out[PIPELINE_COLUMN]) <= set(names)
-    joined = pd.concat(together, ignore_index=True) if together else None
+    # one Arrow table per call, in the stream's schema, each row tagged with its pipeline
+    assert all(table.schema == stream_output_schema([PARSED[n] for n in names])
+               for table in together)
+    joined = as_frame(pa.concat_tables(together)) if together else None
+    assert joined is None or set(joined[PIPELINE_COLUMN]) <= set(names)
     # alone, delivered in other slices: the rows of a pipeline depend on neither
     parts = min(split, len(frame))
     other = [len(frame) // parts + (i < len(frame) % parts) for i in range(parts)]
     for index, name in enumerate(names):
-        alone = _drive(make_engine(PARSED[name])(), frame, sizes, final)
+        alone = _frames(_drive(make_engine(PARSED[name])(), frame, sizes, final))
         mine = [] if joined is None else [pipeline_rows(joined, index, name, PARSED[name])]
         assert _rows(mine) == _rows(alone), name
-        latest_alone = _latest(_drive(make_engine(PARSED[name])(), frame, other, final))
+        latest_alone = _latest(_frames(_drive(make_engine(PARSED[name])(), frame, other,
+                                              final)))
         assert _latest(alone) == latest_alone, name
 
 

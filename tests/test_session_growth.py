@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from jobs.live.keyed import KeyedWindows
 from jobs.runtime.buckets import KeySnapshots, key_slices
+from jobs.runtime.key_runner import as_frame
 from operators.pipeline import parse_pipeline
 
 BASE = 1_767_225_600_000
@@ -62,9 +63,9 @@ def _run(spec, batches: list[pd.DataFrame], fires: list[int | None], closed_form
     for batch, fire in zip(batches, fires, strict=True):
         engine = KeyedWindows(spec, closed_form=closed_form)
         engine.load(blob)
-        emitted += engine.process(batch)
+        emitted += [as_frame(table) for table in engine.process(batch)]
         if fire is not None:
-            emitted += engine.fire(fire)
+            emitted += [as_frame(table) for table in engine.fire(fire)]
         blob = engine.dump()
         states.append(_state(blob))
     return _rows(emitted), states
@@ -154,7 +155,7 @@ def test_which_keys_grow_and_which_go_to_the_driver():
     ])
     assert _growth(engine, second, BASE + 9) == (
         ["grows"], [("fires", 0), ("new", 0), ("splits", 0)])
-    grown = engine.process(second)[0]
+    grown = as_frame(engine.process(second)[0])
     assigned = grown[(grown.kind == "assign") & (grown.key == "grows")]
     assert (assigned.window_start_ms.tolist(), assigned.window_end_ms.tolist()) == (
         [BASE], [BASE + 18])
@@ -200,7 +201,7 @@ def test_a_value_beyond_64_bits_sends_the_batch_to_the_driver():
     frame = _frame([("a", 1, BASE, BASE, BASE - 20, Decimal(2**64).scaleb(-9), "{}"),
                     ("b", 3, BASE, BASE, BASE - 20, Decimal(1), "{}")])
     assert _growth(engine, frame, BASE - 20) == ([], [("a", 0), ("b", 0)])
-    sums = engine.process(frame)[0].dropna(subset=["window_start_ms"])
+    sums = as_frame(engine.process(frame)[0]).dropna(subset=["window_start_ms"])
     assert len(sums) == 2 and np.all(sums.kind == "assign")
 
 

@@ -83,6 +83,7 @@ class PipelineEngines:
         columns = stream_output_columns(specs)
         self.columns = [name for name, _ in columns]
         self.dtypes = {name: _PANDAS_DTYPES.get(kind, "object") for name, kind in columns}
+        self.schema = stream_output_schema(specs)
 
     def load(self, blob: bytes | None) -> None:
         blobs: dict[str, bytes] = {}
@@ -113,22 +114,38 @@ class PipelineEngines:
         deadlines = [d for d in (e.next_deadline() for e in self.engines) if d is not None]
         return min(deadlines) if deadlines else None
 
-    def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
+    def process(self, rows: pd.DataFrame) -> list[pa.Table]:
         return self._tagged([engine.process(rows) for engine in self.engines])
 
-    def fire(self, watermark: int) -> list[pd.DataFrame]:
+    def fire(self, watermark: int) -> list[pa.Table]:
         return self._tagged([engine.fire(watermark) for engine in self.engines])
 
-    def _tagged(self, outputs: list[list[pd.DataFrame]]) -> list[pd.DataFrame]:
-        frames = []
-        for name, renames, output in zip(self.names, self.renames, outputs, strict=True):
-            for frame in output:
-                if len(frame):
-                    frames.append(frame.rename(columns=renames).assign(**{PIPELINE_COLUMN: name}))
-        if not frames:
-            return []
-        joined = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        return [joined.reindex(columns=self.columns).astype(self.dtypes)]
+    def _tagged(self, outputs: list[list[pd.DataFrame | pa.Table]]) -> list[pa.Table]:
+        """Every engine's output in the stream's schema, as one Arrow table (packed as it is,
+        jobs/runtime/packing.py)."""
+        tables = [self._in_stream_schema(part, name, renames)
+                  for name, renames, output in zip(self.names, self.renames, outputs,
+                                                   strict=True)
+                  for part in output if len(part)]
+        return [pa.concat_tables(tables)] if tables else []
+
+    def _in_stream_schema(self, part: pd.DataFrame | pa.Table, name: str,
+                          renames: dict[str, str]) -> pa.Table:
+        """One engine's output with its aggregates renamed, its pipeline named and the other
+        pipelines' columns null. A frame through pandas' typed conversion first (``Int64``
+        refuses a user aggregate's 2.5 where Arrow would truncate it), then as PySpark
+        converts a frame (``pa.Array.from_pandas``, unchecked, its default)."""
+        if isinstance(part, pd.DataFrame):
+            frame = part.rename(columns=renames).assign(**{PIPELINE_COLUMN: name})
+            frame = frame.reindex(columns=self.columns).astype(self.dtypes)
+            return pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False,
+                                        safe=False)
+        part = part.rename_columns([renames.get(c, c) for c in part.column_names])
+        rows, present = part.num_rows, set(part.column_names)
+        return pa.Table.from_arrays(
+            [pa.array([name] * rows, field.type) if field.name == PIPELINE_COLUMN
+             else part.column(field.name).cast(field.type) if field.name in present
+             else pa.nulls(rows, field.type) for field in self.schema], schema=self.schema)
 
 
 def pipeline_rows(rows: pd.DataFrame, index: int, name: str, spec: PipelineSpec

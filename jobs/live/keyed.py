@@ -53,7 +53,7 @@ class KeyedWindows(SnapshotBucket):
         timers = [ts for kind, ts, _ in driver.pending_timers(key) if kind == EVENT_TIME]
         self.keys.put(key, driver.snapshot_key(key, evict=True), timers)
 
-    def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
+    def process(self, rows: pd.DataFrame) -> list[pa.Table | pd.DataFrame]:
         watermark = max(self.keys.watermark, int(rows.watermark_ms.max()))
         order, slices = key_slices(rows.key.to_numpy(), rows.arrival_seq.to_numpy())
         computed: list[pa.RecordBatch] = []
@@ -81,13 +81,13 @@ class KeyedWindows(SnapshotBucket):
         output += self._fire_due(watermark, skip={key for key, _, _ in slices})
         self.keys.watermark = watermark
         output.append(progress_row(rows))
-        return [self.runner.frame(output, computed)]
+        return [self.runner.output(output, computed)]
 
-    def fire(self, watermark: int) -> list[pd.DataFrame]:
+    def fire(self, watermark: int) -> list[pa.Table | pd.DataFrame]:
         watermark = max(self.keys.watermark, watermark)
         output = self._fire_due(watermark, skip=set())
         self.keys.watermark = watermark
-        return [self.runner.frame(output)] if output else []
+        return [self.runner.output(output)] if output else []
 
     def _fire_due(self, watermark: int, skip: set[str]) -> list[dict[str, Any]]:
         output: list[dict[str, Any]] = []

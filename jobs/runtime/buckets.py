@@ -52,11 +52,12 @@ class BucketEngine(Protocol):
     def load(self, blob: bytes | None) -> None:
         """Restore the bucket (``None``: a new bucket)."""
 
-    def process(self, rows: pd.DataFrame) -> list[pd.DataFrame]:
+    def process(self, rows: pd.DataFrame) -> list[pd.DataFrame | pa.Table]:
         """The bucket's new rows (any key order): process them, fire what their recorded
-        watermarks make due, and return the output frames."""
+        watermarks make due, and return the output (frames, or Arrow tables when the
+        processor packs its output)."""
 
-    def fire(self, watermark: int) -> list[pd.DataFrame]:
+    def fire(self, watermark: int) -> list[pd.DataFrame | pa.Table]:
         """Fire what ``watermark`` (one a record carried) makes due."""
 
     def dump(self) -> bytes | None:

@@ -208,6 +208,16 @@ class KeyRunner:
                          "watermark_ms": watermark, "fate": fate})
         return rows
 
+    def output(self, rows: list[dict[str, Any]], computed: Sequence[pa.RecordBatch] = ()
+               ) -> pa.Table | pd.DataFrame:
+        """The rows as an Arrow table where :func:`arrow_schema` allows (the live stream packs
+        them as they are, jobs/runtime/packing.py), else as :meth:`frame`. ``computed``:
+        rows already in Arrow (of :func:`arrow_schema`), put before ``rows``."""
+        if self.arrow_schema is None:
+            return self.frame(rows, computed)
+        batch = pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
+        return pa.Table.from_batches([*computed, batch], schema=self.arrow_schema)
+
     def frame(self, rows: list[dict[str, Any]], computed: Sequence[pa.RecordBatch] = ()
               ) -> pd.DataFrame:
         """Nullable dtypes per column: an all-null column must not turn into float NaN, which
@@ -215,15 +225,18 @@ class KeyRunner:
         allows: half the cost of pandas reading a list of dicts, the same frame. ``computed``:
         rows already in Arrow (of :func:`arrow_schema`), put before ``rows``."""
         if self.arrow_schema is not None:
-            batch = pa.RecordBatch.from_pylist(rows, schema=self.arrow_schema)
-            table = pa.Table.from_batches([*computed, batch], schema=self.arrow_schema)
-            return table.to_pandas(types_mapper=_NULLABLE_DTYPES.get)
+            return as_frame(self.output(rows, computed))
         if computed:
             raise ValueError("rows in Arrow need the runner's Arrow schema")
         # column by column: a frame of the dicts would hold a long column with nulls as
         # float64 first and round its values beyond 2**53
         return pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
                              for name, dtype in self.dtypes.items()})
+
+
+def as_frame(table: pa.Table) -> pd.DataFrame:
+    """Output rows in Arrow as the frame :meth:`KeyRunner.frame` builds (nullable dtypes)."""
+    return table.to_pandas(types_mapper=_NULLABLE_DTYPES.get)
 
 
 def _in_arrival_order(frame: pd.DataFrame) -> pd.DataFrame:

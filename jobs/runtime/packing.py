@@ -146,13 +146,15 @@ def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame
     return data[table.column_names] if units else data
 
 
-def pack_output(frames: Sequence[pd.DataFrame], schema: pa.Schema) -> list[bytes]:
-    """One call's output ``frames`` (columns by name, as in ``schema``) as Arrow IPC bytes,
-    cut into packs of about :data:`PACK_BYTES`. Converted as PySpark converts an output
-    frame (``pa.Array.from_pandas`` to the column's type, unchecked, its default), so the
-    driver reads the same values as from Spark's own rows."""
-    tables = [pa.Table.from_pandas(frame, schema=schema, preserve_index=False, safe=False)
-              for frame in frames if len(frame)]
+def pack_output(parts: Sequence[pd.DataFrame | pa.Table], schema: pa.Schema) -> list[bytes]:
+    """One call's output (frames with columns by name as in ``schema``, or tables of
+    ``schema``) as Arrow IPC bytes, cut into packs of about :data:`PACK_BYTES`. A frame is
+    converted as PySpark converts an output frame (``pa.Array.from_pandas`` to the column's
+    type, unchecked, its default), so the driver reads the same values as from Spark's own
+    rows."""
+    tables = [part if isinstance(part, pa.Table) else
+              pa.Table.from_pandas(part, schema=schema, preserve_index=False, safe=False)
+              for part in parts if len(part)]
     if not tables:
         return []
     table = pa.concat_tables(tables)

@@ -609,8 +609,9 @@ class StreamSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        # the batch's output is small (panes, late rows, progress rows per bucket): it is
-        # taken to the driver once and written from there (jobs/fast_writes.py)
+        # the batch's output (panes, late rows, window assignments, progress rows) comes to
+        # the driver once, in packs (jobs/runtime/packing.py), and is written from there
+        # (jobs/fast_writes.py)
         rows = unpack_output(batch.toArrow(), self.output_schema).to_pandas()
         if rows.empty:
             return  # a batch with no output at all

@@ -9,9 +9,9 @@ input partition's records by bucket into Arrow IPC bytes, one row per bucket: th
 stage gets tens of rows per micro-batch instead of hundreds of thousands, and the processor
 unpacks them as columns (:func:`unpack`).
 
-The stateful stage's output is packed the same way (:func:`pack_output`), one row per call:
-Spark's JVM reads each output row from the Python worker's Arrow into a row and, when the
-micro-batch is collected, writes it into Arrow again. Live sessions output a row per record
+The stateful stage's output is packed the same way (:func:`pack_output`), a few rows per
+call: Spark's JVM reads each output row from the Python worker's Arrow into a row and, when
+the micro-batch is collected, writes it into Arrow again. Live sessions output a row per record
 (its window assignment), and a profile of their JVM at 40,000 events/s put a fifth of its
 samples in that collect (benchmarks/RESULTS.md). Packed, the rows cross the JVM as a few
 byte strings and the driver reads them as they were written (:func:`unpack_output`).
@@ -42,10 +42,11 @@ PACKED_OUTPUT = "packed_output"
 PACKED_OUTPUT_SCHEMA = f"{PACKED_OUTPUT} binary"
 """The stateful stage's Spark output schema when its output is packed."""
 PACK_BYTES = 256 * 1024
-"""About the most bytes of output rows in one pack: the JVM's garbage collector takes an
-object of half its heap region or more (1 MiB of the driver's 4 GiB heap) as humongous, and
-packs of a bucket's whole output (megabytes for sessions) made it collect three to nine times as
-often (measured on a catch-up of 6.4 M records)."""
+"""About the most bytes of output rows in one pack. G1, the JVM's garbage collector, takes an
+object of half a heap region or more (1 MiB in the driver's 4 GiB heap) as humongous; with a
+pack per call (megabytes of a bucket's session assignments) its threads took 0.3-0.9 s of CPU
+per 400,000-record micro-batch against 0.1 s in packs of this size (a catch-up of 6.4 M
+records, benchmarks/RESULTS.md)."""
 MAX_ROWS_PER_PACK = 1_000_000
 """Records gathered before a partition's packs are cut (bounds the Python worker's memory)."""
 

@@ -43,6 +43,7 @@ from benchmarks.bench_live import (  # noqa: E402
     WINDOWS,
     _landing_lines,
     pipelines_for,
+    plain_counts,
 )
 
 PARTITIONS = 4
@@ -199,21 +200,11 @@ def run_platform(spark, root: Path, window: str, chunks: list[list[Path]]
 
 
 def run_plain(spark, root: Path, window: str, chunks: list[list[Path]]) -> Figures:
-    from pyspark.sql import functions as F
-
     landing = chunks[0][0].parents[1]
-    size, slide = WINDOWS[window][1]
     events = (spark.readStream.schema(EVENT_SCHEMA).option("maxFilesPerTrigger", PARTITIONS)
               .option("pathGlobFilter", "*.jsonl").option("recursiveFileLookup", "true")
-              .json(str(landing))
-              .where(F.col("key").isNotNull() & F.col("event_time").isNotNull())
-              .withColumn("ts", F.timestamp_millis("event_time"))
-              .withWatermark("ts", "5 seconds"))
-    grouping = F.session_window("ts", slide) if size == "session" else \
-        F.window("ts", size, slide) if slide else F.window("ts", size)
-    counts = (events.groupBy(grouping.alias("w"), "key")
-              .agg(F.count(F.lit(1)).alias("events"),
-                   F.sum(F.col("value").cast("decimal(38,9)")).alias("value_sum")))
+              .json(str(landing)))
+    counts = plain_counts(events, window)
     query = (counts.writeStream.format("delta").outputMode("append")
              .option("checkpointLocation", str(root / f"plain-{window}" / "checkpoint"))
              .trigger(availableNow=True).start(str(root / f"plain-{window}" / "table")))

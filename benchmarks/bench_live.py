@@ -404,10 +404,9 @@ EVENT_SCHEMA = "key string, event_time long, value double, received_at long"
 """The events' fields as plain Spark reads them (a landing line, a Kafka value)."""
 
 
-def start_plain_query(events, window: str, args, checkpoint: Path, table: Path):
-    """Plain Spark's side, whatever the source: ``withWatermark`` + ``groupBy(window, key)``
-    (``session_window`` for sessions) with count and sum into Delta in append mode; started
-    and through its warm-up batch."""
+def plain_counts(events, window: str):
+    """Plain Spark's aggregation, whatever the source: ``withWatermark`` +
+    ``groupBy(window, key)`` (``session_window`` for sessions) with count and sum."""
     from pyspark.sql import functions as F
 
     size, slide = WINDOWS[window if window in WINDOWS else "tumbling"][1]
@@ -416,9 +415,15 @@ def start_plain_query(events, window: str, args, checkpoint: Path, table: Path):
               .withWatermark("ts", "5 seconds"))
     grouping = F.session_window("ts", slide) if size == "session" else \
         F.window("ts", size, slide) if slide else F.window("ts", size)
-    counts = (events.groupBy(grouping.alias("w"), "key")
-              .agg(F.count(F.lit(1)).alias("events"),
-                   F.sum(F.col("value").cast("decimal(38,9)")).alias("value_sum")))
+    return (events.groupBy(grouping.alias("w"), "key")
+            .agg(F.count(F.lit(1)).alias("events"),
+                 F.sum(F.col("value").cast("decimal(38,9)")).alias("value_sum")))
+
+
+def start_plain_query(events, window: str, args, checkpoint: Path, table: Path):
+    """Plain Spark's side (:func:`plain_counts`) into Delta in append mode; started and through
+    its warm-up batch."""
+    counts = plain_counts(events, window)
     query = (counts.writeStream.format("delta").outputMode("append")
              .option("checkpointLocation", str(checkpoint))
              .trigger(processingTime=args.trigger).start(str(table)))

@@ -22,7 +22,8 @@ import pandas as pd
 import pyarrow as pa
 
 from jobs.runtime.buckets import BucketEngine
-from jobs.runtime.key_runner import ARROW_TYPES, BASE_OUTPUT, value_columns
+from jobs.runtime.key_runner import ARROW_TYPES, BASE_OUTPUT, repeated, shaped, value_columns
+from jobs.runtime.packing import output_table
 from operators.pipeline import PipelineSpec
 
 PIPELINE_COLUMN = "pipeline"
@@ -134,18 +135,17 @@ class PipelineEngines:
         """One engine's output with its aggregates renamed, its pipeline named and the other
         pipelines' columns null. A frame through pandas' typed conversion first (``Int64``
         refuses a user aggregate's 2.5 where Arrow would truncate it), then as PySpark
-        converts a frame (``pa.Array.from_pandas``, unchecked, its default)."""
+        converts a frame (:func:`~jobs.runtime.packing.output_table`)."""
         if isinstance(part, pd.DataFrame):
             frame = part.rename(columns=renames).assign(**{PIPELINE_COLUMN: name})
             frame = frame.reindex(columns=self.columns).astype(self.dtypes)
-            return pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False,
-                                        safe=False)
-        part = part.rename_columns([renames.get(c, c) for c in part.column_names])
-        rows, present = part.num_rows, set(part.column_names)
-        return pa.Table.from_arrays(
-            [pa.array([name] * rows, field.type) if field.name == PIPELINE_COLUMN
-             else part.column(field.name).cast(field.type) if field.name in present
-             else pa.nulls(rows, field.type) for field in self.schema], schema=self.schema)
+            return output_table(frame, self.schema)
+        return pa.Table.from_batches(
+            [shaped({**{renames.get(column, column): values for column, values
+                        in zip(batch.schema.names, batch.columns, strict=True)},
+                     PIPELINE_COLUMN: repeated(name, batch.num_rows)},
+                    batch.num_rows, self.schema)
+             for batch in part.to_batches() if batch.num_rows], schema=self.schema)
 
 
 def pipeline_rows(rows: pd.DataFrame, index: int, name: str, spec: PipelineSpec

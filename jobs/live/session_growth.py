@@ -35,14 +35,9 @@ import pandas as pd
 import pyarrow as pa
 
 from jobs.runtime.buckets import KeySnapshots
+from jobs.runtime.key_runner import repeated, shaped
 from jobs.runtime.packing import unscaled_words
-from jobs.runtime.plain_sessions import (
-    SAFE_SUM,
-    VALUE_TYPE,
-    computes_plain_groups,
-    repeated,
-    shaped,
-)
+from jobs.runtime.plain_sessions import SAFE_SUM, VALUE_TYPE, computes_plain_groups
 from operators.pipeline import PipelineSpec
 from operators.standard_sessions import OpenSession, SessionDriver
 from operators.time import MIN_WATERMARK

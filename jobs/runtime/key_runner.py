@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -232,6 +233,18 @@ class KeyRunner:
         # float64 first and round its values beyond 2**53
         return pd.DataFrame({name: pd.array([row.get(name) for row in rows], dtype=dtype)
                              for name, dtype in self.dtypes.items()})
+
+
+def repeated(text: str, count: int) -> pa.Array:
+    """``text`` ``count`` times, as Arrow strings (output rows of one kind)."""
+    return pa.array([text], pa.string()).take(pa.array(np.zeros(count, dtype=np.int64)))
+
+
+def shaped(columns: dict[str, pa.Array], count: int, schema: pa.Schema) -> pa.RecordBatch:
+    """Every column of ``schema``, of its type; the ones a row kind lacks are null."""
+    return pa.RecordBatch.from_arrays(
+        [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(count, f.type)
+         for f in schema], schema=schema)
 
 
 def as_frame(table: pa.Table) -> pd.DataFrame:

@@ -150,11 +150,9 @@ def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame
 def pack_output(parts: Sequence[pd.DataFrame | pa.Table], schema: pa.Schema) -> list[bytes]:
     """One call's output (frames with columns by name as in ``schema``, or tables of
     ``schema``) as Arrow IPC bytes, cut into packs of about :data:`PACK_BYTES`. A frame is
-    converted as PySpark converts an output frame (``pa.Array.from_pandas`` to the column's
-    type, unchecked, its default), so the driver reads the same values as from Spark's own
-    rows."""
-    tables = [part if isinstance(part, pa.Table) else
-              pa.Table.from_pandas(part, schema=schema, preserve_index=False, safe=False)
+    converted as PySpark converts one (:func:`output_table`), so the driver reads the same
+    values as from Spark's own rows."""
+    tables = [part if isinstance(part, pa.Table) else output_table(part, schema)
               for part in parts if len(part)]
     if not tables:
         return []
@@ -167,6 +165,12 @@ def pack_output(parts: Sequence[pd.DataFrame | pa.Table], schema: pa.Schema) -> 
             writer.write_table(table.slice(start, rows))
         packs.append(sink.getvalue().to_pybytes())
     return packs
+
+
+def output_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """An output frame in ``schema`` as PySpark converts one (``pa.Array.from_pandas`` to each
+    column's type, unchecked, its default)."""
+    return pa.Table.from_pandas(frame, schema=schema, preserve_index=False, safe=False)
 
 
 def unpack_output(packs: pa.Table, schema: pa.Schema) -> pa.Table:

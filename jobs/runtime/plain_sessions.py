@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.runtime.key_partitions import KeyFunction, arrow_rows_per_key
+from jobs.runtime.key_runner import repeated, shaped
 from jobs.runtime.packing import unscaled_words
 from operators.numbers import SCALE
 from operators.pipeline import AggregateSpec, PipelineSpec
@@ -269,13 +270,3 @@ def _decimals(units: np.ndarray, present: np.ndarray) -> pa.Array:
     decimals = pa.Array.from_buffers(VALUE_TYPE, len(units), [None, pa.py_buffer(words)])
     return pc.if_else(pa.array(present), decimals, pa.scalar(None, VALUE_TYPE))
 
-
-def repeated(text: str, count: int) -> pa.Array:
-    return pa.array([text], pa.string()).take(pa.array(np.zeros(count, dtype=np.int64)))
-
-
-def shaped(columns: dict[str, pa.Array], count: int, schema: pa.Schema) -> pa.RecordBatch:
-    """Every column of ``schema``, of its type; the ones a row kind lacks are null."""
-    return pa.RecordBatch.from_arrays(
-        [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(count, f.type)
-         for f in schema], schema=schema)

@@ -209,3 +209,16 @@ def test_pipelines_reading_payload_fields_keep_the_driver():
     spec = parse_pipeline({"window": {"type": "session", "gap": 10},
                            "aggregates": [{"name": "s", "fn": "sum", "field": "price"}]})
     assert KeyedWindows(spec).growth is None
+
+
+def test_the_driver_goes_on_with_the_clocks_the_grown_records_left():
+    """gap 13, lateness 0: the first record grows a session that the second's watermark fires
+    and empties; the key starts again from the driver's clocks, which must still hold the
+    first record's later ingest time, as when the driver ran both."""
+    spec = _pipeline(13, 0)
+    batch = _frame([("a", 1, BASE - 12, BASE + 1, BASE - 1, None, "{}"),
+                    ("a", 3, BASE, BASE, BASE, None, "{}")])
+    assert _growth(KeyedWindows(spec), batch, BASE) == ([], [("a", 1)])
+    rows, states = _run(spec, [batch], [None], True)
+    assert (rows, states) == _run(spec, [batch], [None], False)
+    assert f"'clock': [{BASE}, {BASE + 1}]" in states[0][2][0][1]

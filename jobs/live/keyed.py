@@ -58,6 +58,7 @@ class KeyedWindows(SnapshotBucket):
         order, slices = key_slices(rows.key.to_numpy(), rows.arrival_seq.to_numpy())
         computed: list[pa.RecordBatch] = []
         driven = slices
+        grown_before: dict[str, tuple[int, int]] = {}
         if self.growth is not None:
             grown = self.growth.grow(rows, order, slices, self.keys, watermark)
             for key, session in grown.sessions.items():
@@ -67,6 +68,7 @@ class KeyedWindows(SnapshotBucket):
                 computed.append(grown.rows)
             driven = [(slices[index][0], slices[index][1] + done, slices[index][2])
                       for index, done in grown.driven]
+            grown_before = _clocks_of_prefixes(rows, order, slices, grown.driven)
             order, driven = _only(order, driven)
         # no payload column when no engine of the stream reads one (jobs/live/stream.py)
         columns = [rows[name].to_numpy()[order].tolist() if name in rows else [None] * len(order)
@@ -75,6 +77,8 @@ class KeyedWindows(SnapshotBucket):
         output: list[dict[str, Any]] = []
         for key, start, end in driven:
             self._restore(key)
+            if key in grown_before:  # the driver's clocks as if it had run the grown records
+                self.runner.raise_clocks(*grown_before[key])
             output += self.runner.process_records(key, records[start:end])
             output += self.runner.fire(key, watermark)
             self._save(key)
@@ -96,6 +100,24 @@ class KeyedWindows(SnapshotBucket):
             output += self.runner.fire(key, watermark)
             self._save(key)
         return output
+
+
+def _clocks_of_prefixes(rows: pd.DataFrame, order: np.ndarray,
+                        slices: list[tuple[str, int, int]], driven: list[tuple[int, int]]
+                        ) -> dict[str, tuple[int, int]]:
+    """The largest watermark and ingest time of each driven key's grown records, by key: what
+    the driver's clocks would hold had it run them in this call. The key's saved clocks alone
+    are not that: a record the driver runs after them may empty the key's state and start it
+    again from the driver's clocks."""
+    watermarks = rows["watermark_ms"].to_numpy(dtype=np.int64)
+    ingests = rows["ingest_time_ms"].to_numpy(dtype=np.int64)
+    clocks = {}
+    for index, done in driven:
+        if done:
+            key, start, _ = slices[index]
+            grown = order[start:start + done]
+            clocks[key] = (int(watermarks[grown].max()), int(ingests[grown].max()))
+    return clocks
 
 
 def _only(order: np.ndarray, slices: list[tuple[str, int, int]]

@@ -137,6 +137,11 @@ class KeyRunner:
         self.driver.watermark = MIN_WATERMARK
         self.driver.processing_time = MIN_WATERMARK
 
+    def raise_clocks(self, watermark: int, processing_time: int) -> None:
+        """Raise the driver's clocks to what a key's earlier records in the same call left."""
+        self.driver.watermark = max(self.driver.watermark, watermark)
+        self.driver.processing_time = max(self.driver.processing_time, processing_time)
+
     def process(self, key: str, frame: pd.DataFrame) -> list[dict[str, Any]]:
         """Feed the key's records (a frame of the arrival log's columns) in arrival order;
         the rows it emitted, and a progress row."""

@@ -22,6 +22,9 @@ PARSER = FastParser(300, ("received_at", "mark"))
 CHUNKED = [FastParser(300, ("received_at", "mark"), chunk_lines=size) for size in (1, 2, 5)]
 """After a failing line the rest is decoded in chunks: small ones, so the batches here span
 several."""
+READING_ROLES = FastParser(300, ("value", "event_time"))
+"""A stream whose ingest clock or punctuation reads the value or the event time: the value is
+then decoded as a number, not as its text."""
 DECIMAL = pa.decimal128(38, 9)
 LINES = st.one_of(
     st.text(max_size=120),
@@ -40,33 +43,34 @@ LINES = st.one_of(
 )
 
 
-def _same(fast, slow) -> None:
+def _same(fast, slow, parser: FastParser = PARSER) -> None:
     if isinstance(slow, ParsedEvent):
         assert isinstance(fast, ParsedEvent), (fast, slow)
         assert (fast.key, fast.event_time_ms) == (slow.key, slow.event_time_ms)
         # the value as read is what the arrival log stores: exactly the rounded one
         assert pa.array([fast.value], DECIMAL) == pa.array([slow.value], DECIMAL)
-        for name in PARSER.names:
+        for name in parser.names:
             assert fast.fields.get(name) == slow.fields.get(name), name
     else:
         assert fast == slow
 
 
 @settings(max_examples=examples(600), deadline=None)
-@given(st.lists(LINES, min_size=1, max_size=24), st.sampled_from([PARSER, *CHUNKED]))
+@given(st.lists(LINES, min_size=1, max_size=24),
+       st.sampled_from([PARSER, *CHUNKED, READING_ROLES]))
 def test_a_batch_of_any_lines_parses_as_each_line_alone(lines, parser):
     """One ``decode_lines`` over the batch, resumed in chunks after a line it cannot take;
     from a list of lines and from a part's bytes (:class:`Lines`) alike."""
     fast = parser.parse_many(lines)
     assert len(fast) == len(lines)
     for line, result in zip(lines, fast, strict=True):
-        _same(result, parse_line(line, 300))
+        _same(result, parse_line(line, 300), parser)
     if all(line and line.isascii() and "\n" not in line for line in lines):  # a part's bytes
         block = Lines.of("\n".join(lines).encode("ascii"))
         if block is not None:
             assert list(block) == lines
             for line, result in zip(lines, parser.parse_many(block), strict=True):
-                _same(result, parse_line(line, 300))
+                _same(result, parse_line(line, 300), parser)
 
 
 def test_the_hard_cases_take_parse_lines_way():
@@ -77,12 +81,18 @@ def test_the_hard_cases_take_parse_lines_way():
              '{"key": "k", "event_time": NaN}', '{"key": "k", "event_time": 1, "key": "j"}',
              '{"key": "k\t", "event_time": 1}', "[1, 2]", '{"key": " ", "event_time": 1}',
              '{"key": "k", "event_time": 01}', '{"key": "é", "event_time": 1}']
+    cases += ['{"key": 5, "key": "k", "event_time": 1}',  # the last of a name counts
+              '{"key": "k", "event_time": 4611686018427387904}',  # event times' range
+              '{"key": "k", "event_time": -4611686018427387903}',
+              '{"key": "k", "event_time": 1e3}', '{"key": "k", "event_time": true}']
     for line in cases:
         _same(PARSER.parse(line), parse_line(line, 300))
-    roomy = FastParser(10_000, ("received_at", "mark"))
-    for key in ("k" * 1024, "k" * 1025):  # the key's length limit, within the line's
+        _same(READING_ROLES.parse(line), parse_line(line, 300), READING_ROLES)
+    roomy = FastParser(20_000, ("received_at", "mark"))
+    for key in ("k" * 1024, "k" * 1025, "\u00e9" * 1024, "\U0001F600" * 1025):
+        # the key's length limit in characters, within the line's (escaped in JSON)
         line = json.dumps({"key": key, "event_time": 1})
-        _same(roomy.parse(line), parse_line(line, 10_000))
+        _same(roomy.parse(line), parse_line(line, 20_000))
 
 
 def test_values_beyond_what_arrows_cast_reads_right_take_the_rules_in_a_batch():

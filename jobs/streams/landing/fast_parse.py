@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
@@ -37,6 +37,11 @@ from jobs.streams.landing.parsing import MAX_KEY_LENGTH, ParsedEvent, Rejection,
 from operators.numbers import to_exact
 
 _BOUND = 2**62
+_KEY = Annotated[str, msgspec.Meta(max_length=MAX_KEY_LENGTH)]
+"""A key the fast path takes: a string of at most ``MAX_KEY_LENGTH`` characters (code points,
+as ``len`` counts them); whether it is blank is checked after decoding."""
+_EVENT_TIME = Annotated[int, msgspec.Meta(gt=-_BOUND, lt=_BOUND)]
+"""An event time the fast path takes: epoch milliseconds within ``±2**62``."""
 _NO_VALUE = msgspec.Raw(b"")
 """A record without a value: no JSON text is empty."""
 _DECIMAL = pa.decimal128(38, 9)
@@ -60,8 +65,14 @@ class FastParser:
         # a part's texts into DECIMAL(38, 9) at once (a Decimal per value, made while
         # decoding and again converted to Arrow, was a fifth of ingest's time)
         self._raw_values = "value" not in self._extras
+        # key and event time typed: msgspec checks a string key within the length limit and
+        # an integer event time within range in C, and a line it refuses goes to
+        # ``parse_line`` as any line it cannot decode (a check per line in Python was a
+        # fifth of a part's parse)
+        typed = {"key": _KEY, "event_time": _EVENT_TIME}
         record = msgspec.defstruct("LandedRecord", [
             (name, msgspec.Raw, _NO_VALUE) if name == "value" and self._raw_values else
+            (name, typed[name]) if name in typed else
             (name, object, None) for name in names],
             gc=False)  # JSON makes trees, never cycles: untracked, decoded and freed sooner
         decoder = msgspec.json.Decoder(record, float_hook=Decimal)
@@ -104,17 +115,18 @@ class FastParser:
                               if len(line) <= limit and line.isascii() and line.strip()]
                 chosen = [lines[i] for i in candidates]
             records = self._records(chosen)
-        keys = [getattr(record, "key", None) for record in records]
-        times = [getattr(record, "event_time", None) for record in records]
+        keys = [getattr(record, "key", "") for record in records]  # "": not decoded
+        times = [getattr(record, "event_time", 0) for record in records]
+        # decoded (so key and event time are as typed) with a key that is not blank
+        plain = np.fromiter(map(bool, map(str.strip, keys)), dtype=bool, count=len(records))
         if self._raw_values:
             texts = [getattr(record, "value", _NO_VALUE) for record in records]
             value_array, exact = _raw_values(texts)
-            plain = np.fromiter(map(_plain_record, keys, times), dtype=bool,
-                                count=len(records)) & exact
+            plain &= exact
             values: list[Any] | pa.Array = value_array
         else:
             raw = [getattr(record, "value", None) for record in records]
-            plain = np.fromiter(map(_plain, keys, times, raw), dtype=bool, count=len(records))
+            plain &= np.fromiter(map(_plain_value, raw), dtype=bool, count=len(records))
             valued = [j for j in np.flatnonzero(plain).tolist() if raw[j] is not None]
             for j in _inexact([raw[j] for j in valued], valued):  # parse_line rounds these
                 plain[j] = False
@@ -310,14 +322,20 @@ def _raw_values(raw: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
     as a decoded value of another type or one to round did)."""
     texts = _text_array(raw)
     absent = pc.or_(pc.equal(texts, "null"), pc.equal(texts, ""))
-    number = pc.match_substring_regex(texts, _JSON_NUMBER)
     castable = pc.match_substring_regex(texts, _CASTABLE_NUMBER)
     values = pc.cast(pc.if_else(castable, texts, pa.scalar(None, texts.type)), _DECIMAL)
-    others = pc.and_not(number, castable)
-    if pc.any(others).as_py():
-        decimals = [Decimal(t) for t in pc.filter(texts, others).to_pylist()]
-        held = [d if to_exact(d) == d and _fits(d) else None for d in decimals]
-        values = pc.replace_with_mask(values, others, pa.array(held, _DECIMAL))
+    # the few texts left (a line not decoded, a string, a long number) matched again as
+    # JSON numbers, not the whole column
+    rest = np.flatnonzero(~pc.or_(castable, absent).to_numpy(zero_copy_only=False))
+    if len(rest):
+        numeric = pc.match_substring_regex(texts.take(rest), _JSON_NUMBER)
+        others = rest[numeric.to_numpy(zero_copy_only=False)]
+        if len(others):
+            decimals = [Decimal(t) for t in texts.take(others).to_pylist()]
+            held = [d if to_exact(d) == d and _fits(d) else None for d in decimals]
+            mask = np.zeros(len(texts), dtype=bool)
+            mask[others] = True
+            values = pc.replace_with_mask(values, pa.array(mask), pa.array(held, _DECIMAL))
     plain = pc.or_(absent, pc.is_valid(values)).to_numpy(zero_copy_only=False)
     return values, plain
 
@@ -333,18 +351,10 @@ def _text_array(raw: list[msgspec.Raw]) -> pa.Array:
     return binary.view(pa.large_string())  # decoded from ASCII lines only: valid UTF-8
 
 
-def _plain_record(key: Any, event_time: Any) -> bool:
-    """:func:`_plain`'s key and event time."""
-    return type(key) is str and len(key) <= MAX_KEY_LENGTH and bool(key.strip()) and \
-        type(event_time) is int and -_BOUND < event_time < _BOUND
-
-
-def _plain(key: Any, event_time: Any, value: Any) -> bool:
-    """A decoded record ``parse_line`` would take as it is: a non-blank string key, an integer
-    event time within range, a number or no value (exactness is checked in bulk)."""
-    return type(key) is str and len(key) <= MAX_KEY_LENGTH and bool(key.strip()) and \
-        type(event_time) is int and -_BOUND < event_time < _BOUND and \
-        (value is None or type(value) is int or type(value) is Decimal)
+def _plain_value(value: Any) -> bool:
+    """A decoded value ``parse_line`` would take as it is: a number or none (exactness is
+    checked in bulk)."""
+    return value is None or type(value) is int or type(value) is Decimal
 
 
 @dataclass

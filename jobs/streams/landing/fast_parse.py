@@ -34,11 +34,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.streams.landing.lines import Lines
-from jobs.streams.landing.parsing import MAX_KEY_LENGTH, ParsedEvent, Rejection, parse_line
+from jobs.streams.landing.parsing import (
+    EVENT_TIME_BOUND,
+    MAX_KEY_LENGTH,
+    ParsedEvent,
+    Rejection,
+    parse_line,
+)
 from operators.numbers import to_exact
 from operators.time import parse_timestamp_ms
 
-_BOUND = 2**62
+_BOUND = EVENT_TIME_BOUND
 _KEY = Annotated[str, msgspec.Meta(max_length=MAX_KEY_LENGTH)]
 """A key the fast path takes: a string of at most ``MAX_KEY_LENGTH`` characters (code points,
 as ``len`` counts them); whether it is blank is checked after decoding."""

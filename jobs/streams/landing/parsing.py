@@ -27,6 +27,8 @@ TOO_FAR_IN_FUTURE = "too_far_in_future"
 TOO_FAR_IN_PAST = "too_far_in_past"
 
 MAX_KEY_LENGTH = 1024
+EVENT_TIME_BOUND = 2**62
+"""Event times are epoch milliseconds strictly within ``±EVENT_TIME_BOUND``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ def parse_record(record: Any) -> ParsedEvent | Rejection:
         event_time_ms = parse_timestamp_ms(raw_time)
     except (ValueError, OverflowError) as error:
         return Rejection(UNPARSABLE_EVENT_TIME, str(error)[:200])
-    if not -(2**62) < event_time_ms < 2**62:
+    if not -EVENT_TIME_BOUND < event_time_ms < EVENT_TIME_BOUND:
         return Rejection(UNPARSABLE_EVENT_TIME, f"event time {event_time_ms} out of range")
     value = record.get("value")
     if value is not None:

@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from jobs.streams.landing.batch import INVALID_UTF8, IngestRules
 from jobs.streams.landing.parsing import (
+    EVENT_TIME_BOUND,
     MAX_KEY_LENGTH,
     ParsedEvent,
     Rejection,
@@ -43,7 +44,7 @@ from jobs.streams.landing.parsing import (
 
 NULL_VALUE = "null_value"
 
-_BOUND = 2**62
+_BOUND = EVENT_TIME_BOUND
 _REGEX_BYTES = 2_000
 """Longer values go to Python: Java's regular expressions recurse per repetition."""
 _STRING = r'"(?:[ !#-\[\]-~]++|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*+"'

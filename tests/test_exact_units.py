@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.live.fanout import make_engine
+from jobs.runtime.key_runner import as_frame
 from jobs.runtime.packing import PACKED_COLUMN, nanounits, unpack
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
@@ -103,7 +104,9 @@ def _outputs(spec, frame: pd.DataFrame, sizes: list[int], as_units: bool) -> lis
         start += size
     engine.load(blob)
     output += engine.fire(10**9)
-    frames = [f for f in output if len(f)]
+    # the engine emits Arrow tables in the pipeline's schema
+    frames = [as_frame(part) if isinstance(part, pa.Table) else part
+              for part in output if len(part)]
     if not frames:
         return []
     joined = pd.concat(frames, ignore_index=True).astype(object)

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 PACKED_COLUMN = "packed_records"
@@ -191,6 +192,20 @@ def nanounits(column: pa.ChunkedArray | pa.Array) -> pd.arrays.IntegerArray | No
     if not fits.all():
         return None
     return pd.arrays.IntegerArray(np.where(missing, 0, low), missing)
+
+
+DECIMAL_TYPE = pa.decimal128(38, SCALE)
+"""The Arrow type of the platform's exact decimals."""
+
+
+def decimals_of_units(units: np.ndarray, present: np.ndarray) -> pa.Array:
+    """int64 nanounits as ``DECIMAL(38, 9)`` (the inverse of :func:`nanounits`), built from the
+    words without a Python ``Decimal`` per value: each the low word of its 128-bit integer,
+    its sign the high word; missing where not ``present``."""
+    words = np.empty((len(units), 2), dtype=np.int64)
+    words[:, 0], words[:, 1] = units, units >> 63
+    decimals = pa.Array.from_buffers(DECIMAL_TYPE, len(units), [None, pa.py_buffer(words)])
+    return pc.if_else(pa.array(present, pa.bool_()), decimals, pa.scalar(None, DECIMAL_TYPE))
 
 
 def unscaled_words(column: pa.ChunkedArray | pa.Array

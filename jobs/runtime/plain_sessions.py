@@ -39,11 +39,10 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from jobs.runtime.key_partitions import KeyFunction, arrow_rows_per_key
 from jobs.runtime.key_runner import repeated, shaped
-from jobs.runtime.packing import unscaled_words
+from jobs.runtime.packing import decimals_of_units, unscaled_words
 from operators.numbers import SCALE
 from operators.pipeline import AggregateSpec, PipelineSpec
 from operators.standard_sessions import is_standard_session
@@ -259,14 +258,5 @@ def _aggregate(aggregate: AggregateSpec, starts: np.ndarray, count: np.ndarray,
         return pa.array([None if n == 0 else float(Decimal(int(s)).scaleb(-SCALE)) / int(n)
                          for s, n in zip(result.tolist(), counted.tolist(), strict=True)],
                         pa.float64())
-    return _decimals(result, counted > 0)
-
-
-def _decimals(units: np.ndarray, present: np.ndarray) -> pa.Array:
-    """int64 nanounits as ``DECIMAL(38, 9)``: each the low word of its 128-bit integer, its
-    sign the high word."""
-    words = np.empty((len(units), 2), dtype=np.int64)
-    words[:, 0], words[:, 1] = units, units >> 63
-    decimals = pa.Array.from_buffers(VALUE_TYPE, len(units), [None, pa.py_buffer(words)])
-    return pc.if_else(pa.array(present), decimals, pa.scalar(None, VALUE_TYPE))
+    return decimals_of_units(result, counted > 0)
 

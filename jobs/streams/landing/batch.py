@@ -481,11 +481,12 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         snapshot, current = watermarks.snapshot(), watermarks.current
     if kept:
         last_ingest = int(clocks[kept[-1]])
-    keys = pa.chunked_array([pa.array(read.parsed.keys, pa.string()) for read in reads],
-                            pa.string())
+    # one array per column, not a chunk per part: the arrival order interleaves the parts, and
+    # Arrow's take across chunks cost five times a take from one array (benchmarks/RESULTS.md)
+    keys = _one_array([pa.array(read.parsed.keys, pa.string()) for read in reads])
     values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
         else pa.array([], pa.decimal128(38, 9))
-    texts = pa.chunked_array([text_column(read.texts) for read in reads], pa.string())
+    texts = _one_array([text_column(read.texts) for read in reads])
     if any(read.stamps is not None for read in reads):  # a Kafka batch's record timestamps
         stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
         good_stamps, bad_stamps = [stamps[i] for i in kept], [stamps[i] for i in bad.tolist()]
@@ -514,6 +515,14 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
     return BatchRows(good_rows, bad_rows, state, current)
+
+
+def _one_array(chunks: list[pa.Array]) -> pa.Array | pa.ChunkedArray:
+    """Strings of the parts as one array, or as chunks when they hold 2 GiB or more (an
+    Arrow string array's offsets are 32-bit)."""
+    if sum(chunk.nbytes for chunk in chunks) < 2**31 - 1:
+        return pa.chunked_array(chunks, pa.string()).combine_chunks()
+    return pa.chunked_array(chunks, pa.string())
 
 
 def _joined(columns: list[np.ndarray]) -> np.ndarray:

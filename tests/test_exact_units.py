@@ -6,7 +6,6 @@ either form, sums that could leave 64 bits included."""
 
 from __future__ import annotations
 
-import io
 from decimal import Decimal
 
 import pandas as pd
@@ -15,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.live.fanout import make_engine
-from jobs.runtime.key_runner import as_frame
-from jobs.runtime.packing import PACKED_COLUMN, nanounits, unpack
+from jobs.runtime.packing import nanounits
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
+from tests.bucket_calls import bucket_streams, driven, output_rows, packed_call
 from tests.depth import examples
 
 DECIMAL = pa.decimal128(38, 9)
@@ -68,50 +67,13 @@ SPECS = [
 
 @st.composite
 def streams(draw) -> tuple[pd.DataFrame, list[int]]:
-    count = draw(st.integers(1, 30))
     values = draw(st.sampled_from([VALUES, FITTING]))
-    rows, watermark, seen = [], MIN_WATERMARK, 0
-    for seq in range(count):
-        event = draw(st.integers(0, 400_000))
-        rows.append({"key": draw(st.sampled_from(["a", "b"])), "arrival_seq": seq,
-                     "event_time_ms": event, "ingest_time_ms": seq * 1_000,
-                     "watermark_ms": watermark, "value": draw(values)})
-        seen = max(seen, event)
-        if draw(st.booleans()):
-            watermark = max(watermark, seen - draw(st.integers(0, 90_000)))
-    cuts = sorted(set(draw(st.lists(st.integers(1, count), max_size=4)))) + [count]
-    return pd.DataFrame(rows), [b - a for a, b in zip([0, *cuts], cuts, strict=False) if b > a]
-
-
-def _call(frame: pd.DataFrame, as_units: bool) -> pd.DataFrame:
-    """One call's records as the bucket processor unpacks them."""
-    table = pa.Table.from_pandas(frame.assign(_present_value=frame.value.notna()),
-                                 preserve_index=False)
-    table = table.set_column(table.schema.get_field_index("value"), "value",
-                             pa.array(frame.value.tolist(), DECIMAL))
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return unpack(pd.DataFrame({PACKED_COLUMN: [sink.getvalue()]}), as_units)
+    return draw(bucket_streams(values, ["a", "b"], 30, st.integers(0, 400_000), 4))
 
 
 def _outputs(spec, frame: pd.DataFrame, sizes: list[int], as_units: bool) -> list[tuple]:
-    engine, blob, start, output = make_engine(spec, "events")(), None, 0, []
-    for size in sizes:
-        engine.load(blob)
-        output += engine.process(_call(frame.iloc[start:start + size], as_units))
-        blob = engine.dump()
-        start += size
-    engine.load(blob)
-    output += engine.fire(10**9)
-    # the engine emits Arrow tables in the pipeline's schema
-    frames = [as_frame(part) if isinstance(part, pa.Table) else part
-              for part in output if len(part)]
-    if not frames:
-        return []
-    joined = pd.concat(frames, ignore_index=True).astype(object)
-    return sorted((tuple(None if pd.isna(v) else v for v in row)
-                   for row in joined.itertuples(index=False, name=None)), key=repr)
+    output = driven(make_engine(spec, "events")(), frame, sizes, 10**9, as_units)
+    return sorted(output_rows(output), key=repr)
 
 
 @settings(max_examples=examples(30), deadline=None,
@@ -127,10 +89,10 @@ def test_a_column_that_fits_comes_as_nanounits():
     frame = pd.DataFrame({"key": ["a", "b"], "arrival_seq": [0, 1], "event_time_ms": [1, 2],
                           "ingest_time_ms": [1, 2], "watermark_ms": [0, 0],
                           "value": [Decimal("1.5"), None]})
-    unpacked = _call(frame, True)
+    unpacked = packed_call(frame, True)
     assert isinstance(unpacked.value.dtype, pd.Int64Dtype)
     assert unpacked.value.tolist()[0] == 1_500_000_000 and pd.isna(unpacked.value[1])
-    assert list(unpacked.columns) == list(_call(frame, False).columns)
+    assert list(unpacked.columns) == list(packed_call(frame, False).columns)
 
 
 def test_a_sum_down_to_minus_two_to_the_63_nanounits_stays_exact():

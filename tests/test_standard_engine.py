@@ -8,7 +8,6 @@ executors."""
 
 from __future__ import annotations
 
-import io
 from decimal import Decimal
 
 import pandas as pd
@@ -18,10 +17,8 @@ from hypothesis import strategies as st
 
 from jobs.live.keyed import KeyedWindows
 from jobs.live.standard import StandardWindows
-from jobs.runtime.key_runner import as_frame
-from jobs.runtime.packing import PACKED_COLUMN, unpack
 from operators.pipeline import parse_pipeline
-from operators.time import MIN_WATERMARK
+from tests.bucket_calls import bucket_streams, driven, output_rows
 from tests.depth import examples
 
 DECIMAL = pa.decimal128(38, 9)
@@ -58,56 +55,14 @@ def pipelines(draw) -> dict:
             "aggregates": chosen}
 
 
-@st.composite
-def streams(draw) -> tuple[pd.DataFrame, list[int]]:
-    """A bucket's records in arrival order (non-decreasing recorded watermarks, some records
-    far behind them, some at the same time and key) and the sizes of the calls."""
-    count = draw(st.integers(1, 60))
-    rows, watermark, seen = [], MIN_WATERMARK, 0
-    for seq in range(count):
-        event = draw(st.integers(-100_000, 400_000))
-        rows.append({"key": draw(st.sampled_from(["a", "b", "c", "ü"])), "arrival_seq": seq,
-                     "event_time_ms": event, "ingest_time_ms": seq * 1_000,
-                     "watermark_ms": watermark, "value": draw(VALUES)})
-        seen = max(seen, event)
-        if draw(st.booleans()):
-            watermark = max(watermark, seen - draw(st.integers(0, 90_000)))
-    cuts = sorted(set(draw(st.lists(st.integers(1, count), max_size=6)))) + [count]
-    sizes = [b - a for a, b in zip([0, *cuts], cuts, strict=False) if b > a]
-    return pd.DataFrame(rows), sizes
-
-
-def _call(frame: pd.DataFrame, as_units: bool) -> pd.DataFrame:
-    """One call's records as the bucket processor unpacks them (``as_units``: exact decimals
-    as nanounits where they fit, as the live stream hands them to the standard engine)."""
-    table = pa.Table.from_pandas(frame.assign(_present_value=frame.value.notna(), payload="{}"),
-                                 preserve_index=False)
-    table = table.set_column(table.schema.get_field_index("value"), "value",
-                             pa.array(frame.value.tolist(), DECIMAL))
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return unpack(pd.DataFrame({PACKED_COLUMN: [sink.getvalue()]}), as_units)
+STREAMS = bucket_streams(VALUES, ["a", "b", "c", "ü"], 60, st.integers(-100_000, 400_000), 6)
+"""Records of four keys, some at the same time and key, some before the epoch."""
 
 
 def _rows(engine, frame: pd.DataFrame, sizes: list[int], final_watermark: int) -> list[tuple]:
-    as_units = isinstance(engine, StandardWindows)
-    output, blob, start = [], None, 0
-    for size in sizes:
-        engine.load(blob)
-        output += engine.process(_call(frame.iloc[start:start + size], as_units))
-        blob = engine.dump()
-        start += size
-    engine.load(blob)
-    output += engine.fire(final_watermark)
-    frames = [as_frame(part) if isinstance(part, pa.Table) else part
-              for part in output if len(part)]
-    if not frames:
-        return []
-    joined = pd.concat(frames, ignore_index=True).astype(object)
-    joined = joined[joined.kind != "assign"]  # the window operator's record assignments
-    rows = [tuple(None if pd.isna(v) else v for v in row)
-            for row in joined.itertuples(index=False, name=None)]
+    # the live stream hands the standard engine exact decimals as nanounits
+    output = driven(engine, frame, sizes, final_watermark, isinstance(engine, StandardWindows))
+    rows = [r for r in output_rows(output) if r[0] != "assign"]  # the operator's assignments
     # what the tables keep of panes: each window's latest (a batch fires once, at its end,
     # where the operator may fire an earlier pane of the same window before a later record)
     latest = {}
@@ -118,7 +73,7 @@ def _rows(engine, frame: pd.DataFrame, sizes: list[int], final_watermark: int) -
 
 @settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(pipelines(), streams(), st.integers(0, 600_000))
+@given(pipelines(), STREAMS, st.integers(0, 600_000))
 def test_the_batch_engine_emits_what_the_window_operator_emits_record_by_record(
         raw, stream, after):
     frame, sizes = stream

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from jobs.runtime.key_runner import arrow_schema, progress_row, repeated
+from jobs.runtime.key_runner import arrow_schema, progress_row, repeated, shaped
 from jobs.runtime.packing import DECIMAL_TYPE, decimals_of_units
 from operators.numbers import _CONTEXT, SCALE
 from operators.pipeline import AggregateSpec, PipelineSpec
@@ -263,9 +263,7 @@ class StandardWindows:
 
     def _table(self, columns: dict[str, pa.Array], count: int) -> pa.Table:
         """Output rows in the pipeline's schema; the columns a row kind lacks are null."""
-        return pa.Table.from_arrays(
-            [columns[f.name] if f.name in columns else pa.nulls(count, f.type)
-             for f in self.schema], schema=self.schema)
+        return pa.Table.from_batches([shaped(columns, count, self.schema)])
 
     def _late_rows(self, rows: pd.DataFrame, index: np.ndarray, start: np.ndarray) -> pa.Table:
         count = len(index)
@@ -309,6 +307,7 @@ class StandardWindows:
                          + np.bincount(mine[~on_time], minlength=total))
         grown["emitted"] = np.r_[state["emitted"], np.zeros(total - known, np.int64)]
         fresh = np.zeros(total - known, dtype=np.int64)
+        units_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for spec in self.aggregates:
             source = field_input(spec)
             if spec.fn == "count":
@@ -317,8 +316,10 @@ class StandardWindows:
                 grown[f"n_{spec.name}"] = (np.r_[state[f"n_{spec.name}"], fresh]
                                            + np.bincount(counted, minlength=total))
                 continue
-            units, present = _units_of(rows[source])
-            units, present = units[index], present[index]
+            if source not in units_of:  # sum and mean of one field read it once
+                units, present = _units_of(rows[source])
+                units_of[source] = units[index], present[index]
+            units, present = units_of[source]
             there = mine[present]
             if spec.fn in ("sum", "mean"):
                 grown[f"n_{spec.name}"] = (np.r_[state[f"n_{spec.name}"], fresh]

@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from jobs.runtime.key_partitions import KeyFunction, arrow_rows_per_key
 from jobs.runtime.key_runner import repeated, shaped
-from jobs.runtime.packing import decimals_of_units, unscaled_words
+from jobs.runtime.packing import DECIMAL_TYPE, decimals_of_units, unscaled_words
 from operators.numbers import SCALE
 from operators.pipeline import AggregateSpec, PipelineSpec
 from operators.standard_sessions import is_standard_session
@@ -56,7 +56,7 @@ runs every group on the driver."""
 SAFE_SUM = 2.0**62
 """A group whose values' magnitudes add up to less than this sums exactly in an int64."""
 
-VALUE_TYPE = pa.decimal128(38, SCALE)
+VALUE_TYPE = DECIMAL_TYPE
 
 
 def _reads_the_value_only(aggregate: AggregateSpec) -> bool:

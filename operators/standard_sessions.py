@@ -361,8 +361,9 @@ class SessionDriver:
     def pending_timers(self, key: str) -> list[tuple[int, int, tuple[int, int]]]:
         """``(kind, timestamp, window)`` in firing order, as the operator lists them."""
         state = self.states.get(key)
-        if state is None:
-            return []
+        return [] if state is None else self._timers(state)
+
+    def _timers(self, state: _Key) -> list[tuple[int, int, tuple[int, int]]]:
         timers = set()
         for window in state.windows:
             if window.timer:
@@ -376,14 +377,18 @@ class SessionDriver:
         state = self.states.get(key)
         if state is None:
             return None
+        if evict:
+            del self.states[key]
+        return self._snapshot(state, self._timers(state))
+
+    def _snapshot(self, state: _Key, timers: list[tuple[int, int, tuple[int, int]]]
+                  ) -> dict[str, Any]:
         flat: list[int] = []
-        for kind, ts, (start, end) in self.pending_timers(key):
+        for kind, ts, (start, end) in timers:
             flat += (kind, ts, start, end)
         windows = [[w.start, w.end,
                     [a.to_operator(acc) for a, acc in zip(self.aggregates, w.accs, strict=True)],
                     None, w.pane_index, int(w.on_time_done), None] for w in state.windows]
-        if evict:
-            del self.states[key]
         return {"v": 1, "windows": windows, "global": {},
                 "clock": [state.watermark, state.processing_time], "timers": flat}
 
@@ -451,16 +456,25 @@ class SessionDriver:
         return [aggregate.merge(x, y) for aggregate, x, y in
                 zip(self.aggregates, a, b, strict=True)]
 
-    def install(self, key: str, session: OpenSession) -> None:
-        """Make ``session`` the key's whole state (its on-time timer pending), as the records
-        that grew it would have left it."""
-        window = _Window(session.start, session.end, list(session.accs))
-        window.timer = True
-        state = _Key()
-        state.windows.append(window)
-        state.watermark, state.processing_time = session.watermark, session.processing_time
-        self.states[key] = state
-        self._earliest = min(self._earliest, self._first_timer(window))
+    def session_snapshot(self, session: OpenSession) -> tuple[dict[str, Any], list[int]]:
+        """The snapshot (:meth:`snapshot_key`) and event-time timers of a key whose whole
+        state is ``session``, its on-time timer pending, as the records that grew it would
+        have left it; built without the key's objects, as most keys of a live micro-batch only
+        grow their session."""
+        state = _open_state(session)
+        timers = self._timers(state)
+        return self._snapshot(state, timers), [ts for kind, ts, _ in timers
+                                              if kind == EVENT_TIME]
+
+
+def _open_state(session: OpenSession) -> _Key:
+    """A key's state that is ``session`` alone, its on-time timer pending."""
+    window = _Window(session.start, session.end, list(session.accs))
+    window.timer = True
+    state = _Key()
+    state.windows.append(window)
+    state.watermark, state.processing_time = session.watermark, session.processing_time
+    return state
 
 
 _NEVER = MAX_TIMESTAMP + 1

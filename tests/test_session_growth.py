@@ -15,6 +15,7 @@ from jobs.live.keyed import KeyedWindows
 from jobs.runtime.buckets import KeySnapshots, key_slices
 from jobs.runtime.key_runner import as_frame
 from operators.pipeline import parse_pipeline
+from tests.bucket_calls import packed_call
 
 BASE = 1_767_225_600_000
 COLUMNS = ["key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value",
@@ -55,15 +56,17 @@ def _state(blob: bytes | None) -> tuple:
             sorted((key, repr(keys.get(key))) for key in keys.snapshots))
 
 
-def _run(spec, batches: list[pd.DataFrame], fires: list[int | None], closed_form: bool
-         ) -> tuple[list[tuple], list[tuple]]:
+def _run(spec, batches: list[pd.DataFrame], fires: list[int | None], closed_form: bool,
+         packed: bool = False) -> tuple[list[tuple], list[tuple]]:
     """Each micro-batch as the live stream runs it: the bucket loaded, its rows processed,
-    a timer's wake-up after it (``fires``), the bucket saved; the rows and each state."""
+    a timer's wake-up after it (``fires``), the bucket saved; the rows and each state.
+    ``packed``: the rows through the processor's pack, values as nanounits where they fit."""
     blob, emitted, states = None, [], []
     for batch, fire in zip(batches, fires, strict=True):
         engine = KeyedWindows(spec, closed_form=closed_form)
         engine.load(blob)
-        emitted += [as_frame(table) for table in engine.process(batch)]
+        rows = packed_call(batch, as_units=True) if packed else batch
+        emitted += [as_frame(table) for table in engine.process(rows)]
         if fire is not None:
             emitted += [as_frame(table) for table in engine.fire(fire)]
         blob = engine.dump()
@@ -101,7 +104,9 @@ def streams(draw):
 @given(streams())
 def test_growing_keys_emit_and_keep_what_the_driver_does(stream):
     spec, batches, fires = stream
-    assert _run(spec, batches, fires, True) == _run(spec, batches, fires, False)
+    driven = _run(spec, batches, fires, False)
+    assert _run(spec, batches, fires, True) == driven
+    assert _run(spec, batches, fires, True, packed=True) == driven
 
 
 def test_a_key_keeps_its_clocks_when_its_records_carry_earlier_ones():

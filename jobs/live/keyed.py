@@ -22,6 +22,7 @@ import pyarrow as pa
 from jobs.live.session_growth import SessionGrowth
 from jobs.runtime.buckets import KeySnapshots, SnapshotBucket, key_slices
 from jobs.runtime.key_runner import KeyRunner, progress_row
+from jobs.runtime.packing import decimals_of_units
 from jobs.runtime.plain_sessions import computes_plain_groups
 from operators.pipeline import PipelineSpec
 from operators.standard_sessions import SessionDriver
@@ -61,9 +62,9 @@ class KeyedWindows(SnapshotBucket):
         grown_before: dict[str, tuple[int, int]] = {}
         if self.growth is not None:
             grown = self.growth.grow(rows, order, slices, self.keys, watermark)
-            for key, session in grown.sessions.items():
-                self.runner.driver.install(key, session)
-                self._save(key)
+            for key, session in grown.sessions.items():  # a driven key restores it below
+                self.keys.put(key, *self.runner.driver.session_snapshot(session),
+                              without_floats=True)
             if grown.rows is not None:
                 computed.append(grown.rows)
             driven = [(slices[index][0], slices[index][1] + done, slices[index][2])
@@ -71,7 +72,7 @@ class KeyedWindows(SnapshotBucket):
             grown_before = _clocks_of_prefixes(rows, order, slices, grown.driven)
             order, driven = _only(order, driven)
         # no payload column when no engine of the stream reads one (jobs/live/stream.py)
-        columns = [rows[name].to_numpy()[order].tolist() if name in rows else [None] * len(order)
+        columns = [_values(rows[name], order) if name in rows else [None] * len(order)
                    for name in RECORD_COLUMNS]
         records = list(zip(*columns, strict=True))
         output: list[dict[str, Any]] = []
@@ -100,6 +101,16 @@ class KeyedWindows(SnapshotBucket):
             output += self.runner.fire(key, watermark)
             self._save(key)
         return output
+
+
+def _values(column: pd.Series, order: np.ndarray) -> list[Any]:
+    """A column's values at ``order``, for the driver: exact decimals unpacked as
+    nanounits (jobs/runtime/packing.py) become the ``Decimal`` values the operators take."""
+    if isinstance(column.dtype, pd.Int64Dtype):
+        present = column.notna().to_numpy()[order]
+        units = column.to_numpy(dtype=np.int64, na_value=0)[order]
+        return decimals_of_units(units, present).to_pylist()
+    return column.to_numpy()[order].tolist()
 
 
 def _clocks_of_prefixes(rows: pd.DataFrame, order: np.ndarray,

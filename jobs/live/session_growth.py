@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from jobs.runtime.buckets import KeySnapshots
 from jobs.runtime.key_runner import repeated, shaped
-from jobs.runtime.packing import unscaled_words
+from jobs.runtime.packing import decimals_of_units, unscaled_words
 from jobs.runtime.plain_sessions import SAFE_SUM, VALUE_TYPE, computes_plain_groups
 from operators.pipeline import PipelineSpec
 from operators.standard_sessions import OpenSession, SessionDriver
@@ -82,7 +82,7 @@ class SessionGrowth:
         """Each key's records of ``rows`` (in ``order``: by key, then arrival; ``slices``
         each key's range of it) that grow its session, and what is left to the driver
         (``watermark``: the batch's)."""
-        units = _units(rows["value"].to_numpy(dtype=object)[order])
+        units = _units(rows["value"], order)
         if units is None:  # a value beyond 64 bits: the driver's integers take it
             return Grown({}, None, [(index, 0) for index in range(len(slices))])
         values, present = units
@@ -146,7 +146,7 @@ class SessionGrowth:
         joined = chosen & ~dropped
         sessions = self._sessions(slices, stored, done > starts, starts, chosen, joined, values,
                                   present, low, high, clock, ingest, last)
-        late = self._late(rows, order, chosen & dropped, clock)
+        late = self._late(rows, order, chosen & dropped, clock, values, present)
         assigned = self._assignments(rows, order, joined, low, high)
         return Grown(sessions, _together([part for part in (late, assigned) if part is not None]),
                      [(i, d) for i, d in zip(np.flatnonzero(~whole).tolist(),
@@ -187,9 +187,11 @@ class SessionGrowth:
         return sessions
 
     def _late(self, rows: pd.DataFrame, order: np.ndarray, dropped: np.ndarray,
-              clock: np.ndarray) -> pa.RecordBatch | None:
+              clock: np.ndarray, values: np.ndarray, present: np.ndarray
+              ) -> pa.RecordBatch | None:
         """The late rows of the records dropped (``dropped``): each in a window of its own,
-        which the key's clock (``clock``) had passed with the lateness."""
+        which the key's clock (``clock``) had passed with the lateness; ``values`` and
+        ``present``: the records' nanounits."""
         count = int(dropped.sum())
         if not count:
             return None
@@ -204,7 +206,7 @@ class SessionGrowth:
                    "ingest_time_ms": pa.array(
                        rows["ingest_time_ms"].to_numpy(dtype=np.int64)[picked]),
                    "watermark_ms": pa.array(clock[dropped]),
-                   "value": pa.array(rows["value"].to_numpy(dtype=object)[picked], VALUE_TYPE)}
+                   "value": decimals_of_units(values[dropped], present[dropped])}
         return shaped(columns, count, self.schema)
 
     def _assignments(self, rows: pd.DataFrame, order: np.ndarray, chosen: np.ndarray,
@@ -230,10 +232,15 @@ def _together(parts: list[pa.RecordBatch]) -> pa.RecordBatch | None:
     return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
 
-def _units(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The values (``Decimal`` or ``None``) as int64 nanounits and which are present, or
-    ``None`` when one needs more than 64 bits."""
-    words, missing, fits = unscaled_words(pa.array(values, VALUE_TYPE))
+def _units(column: pd.Series, order: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The values at ``order`` as int64 nanounits and which are present, or ``None`` when
+    one needs more than 64 bits. The column holds nanounits already where the processor
+    unpacked them so (jobs/runtime/packing.py), else ``Decimal`` or ``None``."""
+    if isinstance(column.dtype, pd.Int64Dtype):
+        return (column.to_numpy(dtype=np.int64, na_value=0)[order],
+                column.notna().to_numpy()[order])
+    words, missing, fits = unscaled_words(pa.array(column.to_numpy(dtype=object)[order],
+                                                   VALUE_TYPE))
     if not fits.all():
         return None
     return words, ~missing

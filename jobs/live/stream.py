@@ -253,7 +253,7 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
             .transformWithStateInPandas(
                 statefulProcessor=BucketProcessor(
                     lambda: PipelineEngines(keys, specs, source), packed=True,
-                    decimals_as_units=all(spec.is_standard_window for spec in specs),
+                    decimals_as_units=not any(spec.is_process for spec in specs),
                     packed_output=output_schema),
                 outputStructType=PACKED_OUTPUT_SCHEMA,
                 outputMode="Append", timeMode="EventTime"))

@@ -20,7 +20,8 @@ key's stored state is such a session (or nothing), and each record touches the s
 (for the first of a new key: makes one) or is a straggler, while the key's clock (the largest
 watermark it has seen) is still before that session's end. A straggler that touches the
 session's start would move it, and the closed form stops there. The backfill's plain groups
-follow the same rule (jobs/runtime/plain_sessions.py); here it starts from the stored session.
+follow the same rule but for the stragglers, which are groups of their own there
+(jobs/runtime/plain_sessions.py); here it starts from the stored session.
 When every record of the key keeps it and the batch's watermark does not reach the grown
 session's end, the key is done; otherwise the grown session is stored and the driver goes on
 from it with the key's remaining records (a record behind the watermark, a new session beside
@@ -111,11 +112,10 @@ class SessionGrowth:
         grouped = pd.DataFrame({"low": np.where(behind, _LATEST, t),
                                 "high": np.where(behind, _EARLIEST, t)}
                                ).groupby(key_of, sort=False)
-        low = np.where(has[key_of], np.minimum(grouped["low"].cummin().to_numpy(),
-                                               low0[key_of]), grouped["low"].cummin().to_numpy())
-        high = np.where(has[key_of], np.maximum(grouped["high"].cummax().to_numpy(),
-                                                high0[key_of]),
-                        grouped["high"].cummax().to_numpy())
+        low = grouped["low"].cummin().to_numpy()
+        high = grouped["high"].cummax().to_numpy()
+        low = np.where(has[key_of], np.minimum(low, low0[key_of]), low)
+        high = np.where(has[key_of], np.maximum(high, high0[key_of]), high)
         first = np.zeros(len(t), dtype=bool)
         first[starts] = True
         # a session before the record: the stored one, or one an earlier record made

@@ -1,7 +1,9 @@
-"""The per-micro-batch late-data metrics of standard windows, computed without Spark
-(jobs/live/lateness.py): equal to a record-by-record reference built on the operator
-library's window assigners for any records, batches, windows and lateness, and to Spark's own
-aggregates (the ones the per-day metrics use) on a generated log."""
+"""The per-micro-batch late-data metrics, computed without Spark (jobs/live/lateness.py).
+Of standard windows: equal to a record-by-record reference built on the operator library's
+window assigners for any records, batches, windows and lateness, and to Spark's own aggregates
+(the ones the per-day metrics use) on a generated log. Of the operator library's pipelines,
+from their recorded window assignments: equal to a row-by-row reference and to Spark's
+aggregates over the same rows."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.live.lateness import batch_lateness, day_lateness
+from jobs.live.lateness import assigned_batch_lateness, batch_lateness, day_lateness
 from operators.build import build_assigner
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
@@ -199,3 +201,97 @@ def test_days_equal_the_backfills_day_metrics(spark):
                 key=lambda r: r["window_end_date"])
             got = day_lateness(_table(rows), ingested, spec, zone, first, last)
             assert got == expected, (zone, window)
+
+
+FATES = ("on_time", "late_within_lateness", "dropped_late")
+
+
+@st.composite
+def assignment_logs(draw):
+    """Window assignments as the operator library records them (any number per record, in
+    any order, watermarks unknown at times), and consecutive batches of arrival positions,
+    some with no assignment."""
+    count = draw(st.integers(1, 40))
+    rows = []
+    for seq in range(count):
+        watermark = draw(st.one_of(st.just(MIN_WATERMARK), st.integers(0, 900_000)))
+        event, ingest = draw(st.integers(0, 900_000)), draw(st.integers(0, 900_000))
+        for _ in range(draw(st.integers(0, 3))):
+            rows.append((seq, draw(st.sampled_from(FATES)), event, ingest, watermark))
+    cuts = sorted(set(draw(st.lists(st.integers(1, count), max_size=6)))) + [count]
+    ranges, start = [], 0
+    for batch_id, end in enumerate(cuts):
+        if end > start:
+            ranges.append((batch_id * 5, start, end - 1))
+            start = end
+    return draw(st.permutations(rows)), ranges
+
+
+def assigned_reference(rows, ranges) -> dict:
+    """Row by row: what Spark's aggregates give per batch over the assignments in its range."""
+    found = {}
+    for batch_id, first, last in ranges:
+        mine = [row for row in rows if first <= row[0] <= last]
+        if not mine:
+            continue
+        lateness = [max(0, w - e) for _, fate, e, _, w in mine
+                    if w != MIN_WATERMARK and fate != "on_time"]
+        lags = [i - w for _, _, _, i, w in mine if w != MIN_WATERMARK]
+        found[batch_id] = {
+            **{fate: sum(1 for row in mine if row[1] == fate) for fate in FATES},
+            **{f"lateness_p{round(p * 100)}_ms": _rounded(_percentile(lateness, p))
+               if lateness else 0.0 for p in (0.5, 0.95, 0.99)},
+            "lateness_max_ms": max(lateness, default=0),
+            "watermark_lag_p50_ms": _rounded(_percentile(lags, 0.5)) if lags else None,
+            "watermark_lag_max_ms": max(lags, default=None),
+        }
+    return found
+
+
+def _assigned_table(rows) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 5
+    return pa.table({"arrival_seq": pa.array(columns[0], pa.int64()),
+                     "fate": pa.array(columns[1], pa.string()),
+                     "event_time_ms": pa.array(columns[2], pa.int64()),
+                     "ingest_time_ms": pa.array(columns[3], pa.int64()),
+                     "watermark_ms": pa.array(columns[4], pa.int64())})
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(assignment_logs())
+def test_each_batch_of_assignments_equals_the_row_by_row_reference(log):
+    rows, ranges = log
+    assert assigned_batch_lateness(_assigned_table(rows), ranges) == assigned_reference(
+        rows, ranges)
+
+
+@pytest.mark.spark
+def test_assignments_equal_to_sparks_aggregates(spark):
+    """The Spark job the live sink ran before over the same rows: the very same figures."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from jobs.window_tables import lateness_aggregates, lateness_columns
+
+    rng = random.Random(7)
+    rows = []
+    for seq in range(3_000):
+        watermark = MIN_WATERMARK if seq < 40 else rng.randrange(0, 3_600_000)
+        event, ingest = rng.randrange(0, 3_600_000), rng.randrange(0, 3_600_000)
+        for _ in range(rng.choice((0, 1, 1, 1, 2, 4))):
+            rows.append((seq, rng.choice(FATES), event, ingest, watermark))
+    ranges = [(batch_id, start, min(start + 299, 2_999))
+              for batch_id, start in enumerate(range(0, 3_000, 300))]
+    bounds = spark.createDataFrame(ranges, "batch_id long, first long, last long")
+    classified = spark.createDataFrame(rows, "arrival_seq long, _class string, "
+                                             "event_time_ms long, ingest_time_ms long, "
+                                             "watermark_ms long")
+    expected = (classified.join(F.broadcast(bounds),
+                                F.col("arrival_seq").between(F.col("first"), F.col("last")))
+                .groupBy("batch_id").agg(*lateness_aggregates())
+                .select("batch_id", *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in FATES],
+                        *lateness_columns()))
+    spark_rows = {r.batch_id: {k: v for k, v in r.asDict().items() if k != "batch_id"}
+                  for r in expected.collect()}
+    assert assigned_batch_lateness(_assigned_table(rows), ranges) == spark_rows

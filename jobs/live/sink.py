@@ -24,8 +24,8 @@ seconds (every batch when the interval is 0) and when the stream stops:
 - per micro-batch: one row per batch (its arrival range, panes, late rows, the lateness of the
   records it consumed, the quarantined lines of the ingest batches it finished), computed for
   all the batches since the last flush at once (for standard windows from the batches'
-  records in the arrival log with numpy, jobs/live/lateness.py; for the others from
-  their window assignments, one Spark job), appended unless already there. Each batch's
+  records in the arrival log, for the others from their window assignments, both with
+  numpy in the driver, jobs/live/lateness.py), appended unless already there. Each batch's
   summary is kept in a small file in the checkpoint until it is flushed, so a crash between two
   flushes loses none;
 - per day: the days the batches touched, recomputed as the backfill computes them (from the
@@ -48,7 +48,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from jobs import fast_writes, storage, tables
@@ -68,8 +67,6 @@ from jobs.window_tables import (
     assignment_table,
     day_metrics,
     late_table,
-    lateness_aggregates,
-    lateness_columns,
     results_table,
 )
 from jobs.window_tables import column_max as pc_max
@@ -436,29 +433,17 @@ class PipelineSink:
 
     def _assigned_lateness(self, consumed: list[dict]) -> dict[int, dict]:
         """The batches' lateness, from the window assignments the operator library wrote for
-        their records (one Spark job)."""
+        their records, without Spark (jobs/live/lateness.py)."""
         if not consumed:
             return {}
         low = min(s["first_arrival_seq"] for s in consumed)
         high = max(s["last_arrival_seq"] for s in consumed)
-        ranges = self.spark.createDataFrame(
-            [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"]) for s in consumed],
-            "batch_id long, first long, last long")
-        classified = (self.spark.read.format("delta")
-                      .load(self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS))
-                      .where(F.col("arrival_seq").between(low, high))
-                      .withColumnRenamed("fate", "_class"))
-        per_batch = (classified.join(F.broadcast(ranges),
-                                     F.col("arrival_seq").between(F.col("first"), F.col("last")))
-                     .groupBy("batch_id").agg(*lateness_aggregates())
-                     .select("batch_id",
-                             *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
-                               ("on_time", "late_within_lateness", "dropped_late")],
-                             *lateness_columns()))
-        found = {row.batch_id: row.asDict() for row in per_batch.collect()}
-        for row in found.values():
-            del row["batch_id"]
-        return found
+        assigned = fast_writes.read_columns(
+            self.pipeline.table_path(tables.WINDOW_ASSIGNMENTS), lateness.ASSIGNED_COLUMNS,
+            (pc.field("arrival_seq") >= low) & (pc.field("arrival_seq") <= high))
+        return lateness.assigned_batch_lateness(
+            assigned, [(s["batch_id"], s["first_arrival_seq"], s["last_arrival_seq"])
+                       for s in consumed])
 
     def _append_process_batches(self, pending: list[dict]) -> None:
         """A process pipeline's ``late_data_metrics_batches``: per micro-batch its arrival

@@ -97,15 +97,21 @@ def reference(rows, ranges, spec) -> dict:
                     lags.append(ingest - watermark)
                     if fate != "on_time":
                         lateness.append(max(0, watermark - event))
-        found[batch_id] = {
-            **counts,
-            **{f"lateness_p{round(p * 100)}_ms": _rounded(_percentile(lateness, p))
-               if lateness else 0.0 for p in (0.5, 0.95, 0.99)},
-            "lateness_max_ms": max(lateness, default=0),
-            "watermark_lag_p50_ms": _rounded(_percentile(lags, 0.5)) if lags else None,
-            "watermark_lag_max_ms": max(lags, default=None),
-        }
+        found[batch_id] = _figures(counts, lateness, lags)
     return found
+
+
+def _figures(counts: dict[str, int], lateness: list[int], lags: list[int]) -> dict:
+    """A batch's metrics row from its fates' counts, its late assignments' lateness and its
+    assignments' watermark lags."""
+    return {
+        **counts,
+        **{f"lateness_p{round(p * 100)}_ms": _rounded(_percentile(lateness, p))
+           if lateness else 0.0 for p in (0.5, 0.95, 0.99)},
+        "lateness_max_ms": max(lateness, default=0),
+        "watermark_lag_p50_ms": _rounded(_percentile(lags, 0.5)) if lags else None,
+        "watermark_lag_max_ms": max(lags, default=None),
+    }
 
 
 def _table(rows) -> pa.Table:
@@ -237,14 +243,8 @@ def assigned_reference(rows, ranges) -> dict:
         lateness = [max(0, w - e) for _, fate, e, _, w in mine
                     if w != MIN_WATERMARK and fate != "on_time"]
         lags = [i - w for _, _, _, i, w in mine if w != MIN_WATERMARK]
-        found[batch_id] = {
-            **{fate: sum(1 for row in mine if row[1] == fate) for fate in FATES},
-            **{f"lateness_p{round(p * 100)}_ms": _rounded(_percentile(lateness, p))
-               if lateness else 0.0 for p in (0.5, 0.95, 0.99)},
-            "lateness_max_ms": max(lateness, default=0),
-            "watermark_lag_p50_ms": _rounded(_percentile(lags, 0.5)) if lags else None,
-            "watermark_lag_max_ms": max(lags, default=None),
-        }
+        found[batch_id] = _figures({fate: sum(1 for row in mine if row[1] == fate)
+                                    for fate in FATES}, lateness, lags)
     return found
 
 
@@ -263,6 +263,15 @@ def test_each_batch_of_assignments_equals_the_row_by_row_reference(log):
     rows, ranges = log
     assert assigned_batch_lateness(_assigned_table(rows), ranges) == assigned_reference(
         rows, ranges)
+
+
+def test_no_assignments_table_yet_gives_no_batch_figures():
+    """Before the first assignment is written the table does not exist, and the driver's
+    reader gives empty columns of no particular type."""
+    empty = pa.table({name: pa.array([], pa.int64()) for name in
+                      ("arrival_seq", "fate", "event_time_ms", "ingest_time_ms",
+                       "watermark_ms")})
+    assert assigned_batch_lateness(empty, [(0, 0, 10)]) == {}
 
 
 @pytest.mark.spark

@@ -70,6 +70,8 @@ def assigned_batch_lateness(assigned: pa.Table, ranges: Sequence[tuple[int, int,
     window assignments the operator library recorded for its records (``assigned``: rows of
     ``window_assignments``, :data:`ASSIGNED_COLUMNS`), as :func:`batch_lateness` gives them
     for standard windows; a batch with no assignment has no entry."""
+    if not assigned.num_rows:  # nothing assigned yet: no table, or none in the range
+        return {}
     seqs = assigned.column("arrival_seq").to_numpy()
     order = np.argsort(seqs, kind="stable")
     seqs = seqs[order]

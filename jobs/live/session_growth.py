@@ -17,11 +17,11 @@ record, are known without running it:
 
 That holds for a key's records, in arrival order, up to the first that breaks the rule: the
 key's stored state is such a session (or nothing), and each record touches the session so far
-(for the first of a new key: makes one) or is a straggler, while the key's clock (the largest
-watermark it has seen) is still before that session's end. A straggler that touches the
-session's start would move it, and the closed form stops there. The backfill's plain groups
-follow the same rule but for the stragglers, which are groups of their own there
-(jobs/runtime/plain_sessions.py); here it starts from the stored session.
+(for the first of a new key: makes one) or, once there is a session, is a straggler, while
+the key's clock (the largest watermark it has seen) is still before that session's end. A
+straggler that touches the session's start would move it, and the closed form stops there.
+The backfill's plain groups follow the same rule but for the stragglers, which are groups of
+their own there (jobs/runtime/plain_sessions.py); here it starts from the stored session.
 When every record of the key keeps it and the batch's watermark does not reach the grown
 session's end, the key is done; otherwise the grown session is stored and the driver goes on
 from it with the key's remaining records (a record behind the watermark, a new session beside

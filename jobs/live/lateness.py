@@ -46,14 +46,10 @@ def batch_lateness(records: pa.Table, ranges: Sequence[tuple[int, int, int]],
     """Per ``(batch_id, first_arrival_seq, last_arrival_seq)``, the fates and lateness of its
     records' window assignments: ``on_time``, ``late_within_lateness``, ``dropped_late`` and
     the lateness columns (jobs/window_tables.py, ``LATENESS_COLUMNS``)."""
-    seqs = records.column("arrival_seq").to_numpy()
-    order = np.argsort(seqs, kind="stable")
-    seqs = seqs[order]
+    order, slices = _batch_slices(records, ranges)
     columns = {name: records.column(name).to_numpy()[order] for name in COLUMNS[1:]}
     found = {}
-    for batch_id, first, last in ranges:
-        low = np.searchsorted(seqs, first, side="left")
-        high = np.searchsorted(seqs, last, side="right")
+    for batch_id, low, high in slices:
         found[batch_id] = _metrics(columns["event_time_ms"][low:high],
                                    columns["ingest_time_ms"][low:high],
                                    columns["watermark_ms"][low:high], spec)
@@ -72,18 +68,14 @@ def assigned_batch_lateness(assigned: pa.Table, ranges: Sequence[tuple[int, int,
     for standard windows; a batch with no assignment has no entry."""
     if not assigned.num_rows:  # nothing assigned yet: no table, or none in the range
         return {}
-    seqs = assigned.column("arrival_seq").to_numpy()
-    order = np.argsort(seqs, kind="stable")
-    seqs = seqs[order]
+    order, slices = _batch_slices(assigned, ranges)
     fate = pc.index_in(assigned.column("fate"),
                        value_set=pa.array([ON_TIME_CLASS, LATE_WITHIN, DROPPED]))
     fate = fate.to_numpy(zero_copy_only=False)[order]
     event, ingest, watermark = (assigned.column(name).to_numpy()[order]
                                 for name in COLUMNS[1:])
     found = {}
-    for batch_id, first, last in ranges:
-        low = np.searchsorted(seqs, first, side="left")
-        high = np.searchsorted(seqs, last, side="right")
+    for batch_id, low, high in slices:
         if high == low:
             continue
         kind = fate[low:high]
@@ -96,6 +88,18 @@ def assigned_batch_lateness(assigned: pa.Table, ranges: Sequence[tuple[int, int,
             **distribution(np.maximum(0, w[late] - e[late]), np.ones(int(late.sum()), np.int64),
                            i[known] - w[known], np.ones(int(known.sum()), np.int64))}
     return found
+
+
+def _batch_slices(rows: pa.Table, ranges: Sequence[tuple[int, int, int]]
+                  ) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """The order that sorts ``rows`` by arrival position (the log's files come in any order),
+    and each ``(batch_id, first, last)`` range's ``(batch_id, low, high)`` slice of it."""
+    seqs = rows.column("arrival_seq").to_numpy()
+    order = np.argsort(seqs, kind="stable")
+    seqs = seqs[order]
+    return order, [(batch_id, int(np.searchsorted(seqs, first, side="left")),
+                    int(np.searchsorted(seqs, last, side="right")))
+                   for batch_id, first, last in ranges]
 
 
 def assignments(event: np.ndarray, watermark: np.ndarray, spec: PipelineSpec

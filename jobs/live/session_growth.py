@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.runtime.buckets import KeySnapshots
 from jobs.runtime.key_runner import repeated, shaped
@@ -195,18 +196,12 @@ class SessionGrowth:
         count = int(dropped.sum())
         if not count:
             return None
-        picked = order[dropped]
-        event_time = rows["event_time_ms"].to_numpy(dtype=np.int64)[picked]
-        columns = {"kind": repeated("late", count),
-                   "key": pa.array(rows["key"].to_numpy(dtype=object)[picked], pa.string()),
-                   "window_start_ms": pa.array(event_time),
-                   "window_end_ms": pa.array(event_time + self.gap),
-                   "arrival_seq": pa.array(rows["arrival_seq"].to_numpy(dtype=np.int64)[picked]),
-                   "event_time_ms": pa.array(event_time),
-                   "ingest_time_ms": pa.array(
-                       rows["ingest_time_ms"].to_numpy(dtype=np.int64)[picked]),
-                   "watermark_ms": pa.array(clock[dropped]),
-                   "value": decimals_of_units(values[dropped], present[dropped])}
+        columns = _record_columns(rows, order[dropped])
+        event_time = columns["event_time_ms"]
+        columns.update({"kind": repeated("late", count), "window_start_ms": event_time,
+                        "window_end_ms": pc.add(event_time, self.gap),
+                        "watermark_ms": pa.array(clock[dropped]),
+                        "value": decimals_of_units(values[dropped], present[dropped])})
         return shaped(columns, count, self.schema)
 
     def _assignments(self, rows: pd.DataFrame, order: np.ndarray, chosen: np.ndarray,
@@ -214,15 +209,20 @@ class SessionGrowth:
         count = int(chosen.sum())
         if not count:
             return None
-        picked = order[chosen]
-        columns = {"kind": repeated("assign", count),
-                   "key": pa.array(rows["key"].to_numpy(dtype=object)[picked], pa.string()),
-                   "window_start_ms": pa.array(low[chosen]),
-                   "window_end_ms": pa.array(high[chosen] + self.gap),
-                   "fate": repeated(ON_TIME_CLASS, count)}
-        for name in ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms"):
-            columns[name] = pa.array(rows[name].to_numpy(dtype=np.int64)[picked])
+        columns = _record_columns(rows, order[chosen])
+        columns.update({"kind": repeated("assign", count),
+                        "window_start_ms": pa.array(low[chosen]),
+                        "window_end_ms": pa.array(high[chosen] + self.gap),
+                        "fate": repeated(ON_TIME_CLASS, count)})
         return shaped(columns, count, self.schema)
+
+
+def _record_columns(rows: pd.DataFrame, picked: np.ndarray) -> dict[str, pa.Array]:
+    """The arrival-log columns of the rows at ``picked`` that late and assignment rows carry."""
+    columns = {"key": pa.array(rows["key"].to_numpy(dtype=object)[picked], pa.string())}
+    for name in ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms"):
+        columns[name] = pa.array(rows[name].to_numpy(dtype=np.int64)[picked])
+    return columns
 
 
 def _together(parts: list[pa.RecordBatch]) -> pa.RecordBatch | None:

@@ -303,13 +303,12 @@ _NO_STAMP = -1
 """A line without a usable stamp (every usable one is within ``_CLOCK_RANGE``, from 0)."""
 
 
-def _stamps(column: list[Any] | pa.Array) -> np.ndarray:
+def _stamps(column: list[Any]) -> np.ndarray:
     """The records' stamps as clocks (``_NO_STAMP`` where none is usable): at once when every
-    stamp is an integer or missing (or Arrow read them), one by one otherwise (ISO text,
-    say)."""
-    if isinstance(column, pa.Array) or set(map(type, column)) <= {int, type(None)}:
+    stamp is an integer or missing, one by one otherwise (ISO text, say)."""
+    if set(map(type, column)) <= {int, type(None)}:
         try:
-            stamps = column if isinstance(column, pa.Array) else pa.array(column, pa.int64())
+            stamps = pa.array(column, pa.int64())
         except (pa.ArrowInvalid, OverflowError):  # beyond 64 bits: not a usable stamp
             pass
         else:
@@ -485,7 +484,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     # one array per column, not a chunk per part: the arrival order interleaves the parts, and
     # a take across many chunks cost more (1 M lines in 100 files: 0.56 s against 0.43 s,
     # benchmarks/RESULTS.md)
-    keys = _one_array([read.parsed.key_column() for read in reads])
+    keys = _one_array([pa.array(read.parsed.keys, pa.string()) for read in reads])
     values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
         else pa.array([], pa.decimal128(38, 9))
     texts = _one_array([text_column(read.texts) for read in reads])

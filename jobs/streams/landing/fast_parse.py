@@ -33,7 +33,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.streams.landing.arrow_reader import PlainRead, read_plain
 from jobs.streams.landing.lines import Lines
 from jobs.streams.landing.parsing import (
     EVENT_TIME_BOUND,
@@ -75,10 +74,6 @@ class FastParser:
         # a part's texts into DECIMAL(38, 9) at once (a Decimal per value, made while
         # decoding and again converted to Arrow, was a fifth of ingest's time)
         self._raw_values = "value" not in self._extras
-        # Arrow's JSON reader types the fields it reads: only the ingest clock's besides the
-        # three (a punctuation's field may hold anything)
-        self._by_arrow = len(self._extras) <= 1 and \
-            not set(self._extras) & {"key", "event_time", "value"}
         # key and event time typed: msgspec checks a string key within the length limit and
         # an integer event time within range in C, and a line it refuses goes to
         # ``parse_line`` as any line it cannot decode (a check per line in Python was a
@@ -115,10 +110,6 @@ class FastParser:
         per line were most of ingest's time)."""
         count = len(lines)
         limit = self.max_line_bytes
-        if self._by_arrow and isinstance(lines, Lines) and lines.longest <= limit:
-            read = read_plain(lines, self._extras[0] if self._extras else None)
-            if read is not None:
-                return self._from_arrow(lines, read)
         candidates: Sequence[int] = range(count)
         if isinstance(lines, Lines) and lines.longest <= limit:  # ASCII, none blank
             records = self._decoded(memoryview(lines.data), lines.starts.tolist(), lines)
@@ -196,39 +187,6 @@ class FastParser:
                 for name in self._extras:
                     extras[name][i] = verdict.fields.get(name)
         return slow, others, found
-
-    def _from_arrow(self, lines: Lines, read: PlainRead) -> ParsedLines:
-        """Arrow's columns of a part, with every line it did not read as a plain record judged
-        by ``parse_line`` and put in place."""
-        is_event, events = read.plain.copy(), read.events
-        others = np.flatnonzero(~read.plain).tolist()
-        slow: dict[int, ParsedEvent | Rejection] = {}
-        keys: list[str | None] = []
-        values: list[Any] = []
-        fields: dict[str, list[Any]] = {name: [] for name in self._extras}
-        for i in others:
-            verdict = parse_line(lines[i], self.max_line_bytes)
-            slow[i] = verdict
-            event = type(verdict) is ParsedEvent
-            if event:
-                is_event[i] = True
-                events[i] = verdict.event_time_ms
-            keys.append(verdict.key if event else None)
-            values.append(verdict.value if event else None)
-            for name, found in fields.items():
-                found.append(verdict.fields.get(name) if event else None)
-        key_column, value_column = read.keys, read.values
-        extras: dict[str, list[Any] | pa.Array] = \
-            {name: read.clock for name in self._extras if read.clock is not None}
-        if others:
-            mask = np.zeros(len(lines), dtype=bool)
-            mask[others] = True
-            at = pa.array(mask)
-            key_column = pc.replace_with_mask(key_column, at, pa.array(keys, pa.string()))
-            value_column = pc.replace_with_mask(value_column, at, pa.array(values, _DECIMAL))
-            for name, found in fields.items():
-                extras[name] = _patched(extras[name], at, others, found)
-        return ParsedLines(is_event, key_column, events, value_column, extras, slow)
 
     def _with_slow(self, lines: Sequence[str], plain: np.ndarray, keys: list[Any],
                    times: list[Any], values: pa.Array, extras: dict[str, list[Any]]
@@ -409,22 +367,6 @@ def _text_array(raw: list[msgspec.Raw]) -> pa.Array:
     return binary.view(pa.large_string())  # decoded from ASCII lines only: valid UTF-8
 
 
-def _patched(column: pa.Array, at: pa.Array, others: list[int], found: list[Any]
-             ) -> pa.Array | list[Any]:
-    """An int64 column of Arrow's with the lines ``parse_line`` judged put in place: still
-    Arrow's when they hold integers or nothing, a list when one holds something else (an ISO
-    text, a decimal: ingest reads it as the record holds it)."""
-    if all(type(item) is int or item is None for item in found):
-        try:
-            return pc.replace_with_mask(column, at, pa.array(found, pa.int64()))
-        except (pa.ArrowInvalid, OverflowError):  # beyond 64 bits
-            pass
-    items = column.to_pylist()
-    for i, item in zip(others, found, strict=True):
-        items[i] = item
-    return items
-
-
 def _text_time_ms(text: str) -> int | None:
     """A text event time in epoch milliseconds as ``parse_line`` reads it, or ``None`` where
     it rejects it (``parse_line`` then says why). Half of the demo generator's lines carry one;
@@ -450,16 +392,14 @@ class ParsedLines:
 
     is_event: np.ndarray
     """bool: the line is a good record."""
-    keys: list[Any] | pa.Array
-    """Each line's key (``None``: not a record), or where Arrow read them a string array."""
+    keys: list[Any]
     events: np.ndarray
     """int64 event times in milliseconds (0 where not a record)."""
     values: list[Any] | pa.Array
     """Each line's value as read (a ``Decimal``, an ``int`` or ``None``), or, where the fast
     path read them in bulk, a ``DECIMAL(38, 9)`` array (null: none)."""
-    extras: dict[str, list[Any] | pa.Array]
-    """The fields besides key, event time and value ingest reads, as the record holds them
-    (an int64 array where Arrow read them)."""
+    extras: dict[str, list[Any]]
+    """The fields besides key, event time and value ingest reads, as the record holds them."""
     slow: dict[int, ParsedEvent | Rejection]
     """``parse_line``'s outcome by line index, for the lines it judged."""
 
@@ -472,18 +412,14 @@ class ParsedLines:
         judged = self.slow.get(index)
         if judged is not None:
             return judged
-        key, event_time = _item(self.keys, index), int(self.events[index])
-        value = _item(self.values, index)
+        key, event_time = self.keys[index], int(self.events[index])
+        value = self.values[index]
+        if isinstance(value, pa.Scalar):
+            value = value.as_py()
         fields = {"key": key, "event_time": event_time, "value": value}
         for name, column in self.extras.items():
-            fields[name] = _item(column, index)
+            fields[name] = column[index]
         return ParsedEvent(key=key, event_time_ms=event_time, value=value, fields=fields)
-
-    def key_column(self) -> pa.Array:
-        """The lines' keys as strings (null: not a record)."""
-        if isinstance(self.keys, pa.Array):
-            return self.keys
-        return pa.array(self.keys, pa.string())
 
     def value_column(self) -> pa.Array:
         """The lines' values as ``DECIMAL(38, 9)`` (null: none or not a record)."""
@@ -518,11 +454,6 @@ class ParsedLines:
         extras = {name: [v.fields.get(name) if type(v) is ParsedEvent else None
                          for v in verdicts] for name in extra_names}
         return cls(is_event, keys, events, values, extras, dict(enumerate(verdicts)))
-
-
-def _item(column: list[Any] | pa.Array, index: int) -> Any:
-    item = column[index]
-    return item.as_py() if isinstance(item, pa.Scalar) else item
 
 
 def _inexact(values: list[Any], indexes: list[int]) -> list[int]:

@@ -114,7 +114,8 @@ def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
 
 
 ON_TIME, LATE_WITHIN, DROPPED_LATE = 0, 1, 2
-"""Fates as :class:`DayTally` ``counts`` index them."""
+"""Fates as :class:`DayTally` ``counts`` index them (the codes ``lateness.fate_codes``
+gives)."""
 
 
 def fate_tallies(fate: np.ndarray, end_day: np.ndarray, event: np.ndarray, ingest: np.ndarray,

@@ -58,6 +58,14 @@ def batch_lateness(records: pa.Table, ranges: Sequence[tuple[int, int, int]],
 
 ASSIGNED_COLUMNS = ("arrival_seq", "fate", "event_time_ms", "ingest_time_ms", "watermark_ms")
 """The ``window_assignments`` columns the metrics of the operator library's pipelines read."""
+FATES = (ON_TIME_CLASS, LATE_WITHIN, DROPPED)
+"""The fates the operator library records, in the order of their codes (:func:`fate_codes`)."""
+
+
+def fate_codes(fate: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Each recorded fate as its index in :data:`FATES`: 0 on time, 1 late within the allowed
+    lateness, 2 dropped."""
+    return pc.index_in(fate, value_set=pa.array(FATES)).to_numpy(zero_copy_only=False)
 
 
 def assigned_batch_lateness(assigned: pa.Table, ranges: Sequence[tuple[int, int, int]]
@@ -69,9 +77,7 @@ def assigned_batch_lateness(assigned: pa.Table, ranges: Sequence[tuple[int, int,
     if not assigned.num_rows:  # nothing assigned yet: no table, or none in the range
         return {}
     order, slices = _batch_slices(assigned, ranges)
-    fate = pc.index_in(assigned.column("fate"),
-                       value_set=pa.array([ON_TIME_CLASS, LATE_WITHIN, DROPPED]))
-    fate = fate.to_numpy(zero_copy_only=False)[order]
+    fate = fate_codes(assigned.column("fate"))[order]
     event, ingest, watermark = (assigned.column(name).to_numpy()[order]
                                 for name in COLUMNS[1:])
     found = {}
@@ -81,10 +87,10 @@ def assigned_batch_lateness(assigned: pa.Table, ranges: Sequence[tuple[int, int,
         kind = fate[low:high]
         e, i, w = event[low:high], ingest[low:high], watermark[low:high]
         known = w != MIN_WATERMARK
+        on_time, late_within, dropped = (int((kind == code).sum()) for code in range(3))
         late = known & (kind != 0)  # not on time
         found[batch_id] = {
-            "on_time": int((kind == 0).sum()), "late_within_lateness": int((kind == 1).sum()),
-            "dropped_late": int((kind == 2).sum()),
+            "on_time": on_time, "late_within_lateness": late_within, "dropped_late": dropped,
             **distribution(np.maximum(0, w[late] - e[late]), np.ones(int(late.sum()), np.int64),
                            i[known] - w[known], np.ones(int(known.sum()), np.int64))}
     return found

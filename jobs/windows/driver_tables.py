@@ -34,9 +34,8 @@ from jobs import tables
 from jobs.days import DAY_MS, day_start_utc_ms, reach_bounds
 from jobs.fast_writes import arrow_schema, delta_uri, table_exists
 from jobs.live.day_tallies import DayCalendar, DayTally, fate_tallies, tallies
-from jobs.live.lateness import assignments
+from jobs.live.lateness import assignments, fate_codes
 from operators.pipeline import PipelineSpec
-from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
 
 DRIVER_RECORDS = 20_000_000
 """The most log records (by file statistics) whose late records and metrics the driver
@@ -165,16 +164,14 @@ def assigned_metrics(assignments_path: str, version: int | None, quarantine_path
                                         filter=(day >= days[0]) & (day <= days[-1])):
             if not batch.num_rows:
                 continue
-            fate = pc.index_in(batch.column("fate"),
-                               value_set=pa.array([ON_TIME_CLASS, LATE_WITHIN, DROPPED]))
+            fate = fate_codes(batch.column("fate"))
             event, ingest, watermark = (
                 batch.column(name).to_numpy().astype(np.int64, copy=False)
                 for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
             # a partition column: dictionary-encoded as the dataset reads it
             end_day = pc.cast(batch.column("window_end_date"), pa.date32())
-            _fold(held, fate_tallies(fate.to_numpy(zero_copy_only=False),
-                                     end_day.to_numpy(zero_copy_only=False), event, ingest,
-                                     watermark, _EMPTY, time_zone, days))
+            _fold(held, fate_tallies(fate, end_day.to_numpy(zero_copy_only=False), event,
+                                     ingest, watermark, _EMPTY, time_zone, days))
     _fold(held, fate_tallies(_EMPTY, np.empty(0, "datetime64[D]"), _EMPTY, _EMPTY, _EMPTY,
                              _quarantined(quarantine_path, first_day, last_day), time_zone,
                              days))

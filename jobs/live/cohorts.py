@@ -17,7 +17,13 @@ A stream normally has one cohort; each change adds one for the changed pipeline.
 record sits in its checkpoint (``<checkpoint>/platform/stream.json``)::
 
     {"stream": "events", "buckets": 16, "created_ms": ...,
-     "members": [["per_minute", "6242652144ceae35"], ...], "dropped": [...]}
+     "members": [["per_minute", "6242652144ceae35"], ...], "dropped": [...],
+     "source": "arrival_positions"}
+
+``source`` is how the query reads the log, fixed for the checkpoint's life (its offsets are
+the source's own): ``delta``, Spark's Delta source (every cohort created before the other
+existed, and those whose engines read payload fields Spark parses), or
+``arrival_positions`` (jobs/live/log_source.py).
 
 Nothing here needs Spark: the records are small files (jobs/storage.py).
 """
@@ -29,6 +35,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -59,6 +66,7 @@ class CohortRecord(BaseModel):
     created_ms: int
     members: tuple[Member, ...]
     dropped: tuple[Member, ...] = ()
+    source: Literal["delta", "arrival_positions"] = "delta"
 
 
 @dataclass(frozen=True)
@@ -160,9 +168,11 @@ def plan(stream: Stream, live: Sequence[Pipeline], buckets: int,
 
 
 def claim(checkpoint: str, stream: Stream, pipelines: Sequence[Pipeline], buckets: int,
-          still_live: Iterable[Member] = (), now_ms: int | None = None) -> CohortRecord:
-    """Before a cohort's query starts: create its record (a new checkpoint), or check that the
-    checkpoint's cohort holds every version to run, recording the members it drops for good.
+          still_live: Iterable[Member] = (), now_ms: int | None = None,
+          source: Literal["delta", "arrival_positions"] = "delta") -> CohortRecord:
+    """Before a cohort's query starts: create its record (a new checkpoint, read through
+    ``source``), or check that the checkpoint's cohort holds every version to run, recording
+    the members it drops for good.
     A checkpoint of another stream, another bucketing, without one of the versions, or that
     would leave a member in ``still_live`` behind is refused, saying what to do."""
     members = [member_of(p) for p in pipelines]
@@ -170,7 +180,7 @@ def claim(checkpoint: str, stream: Stream, pipelines: Sequence[Pipeline], bucket
     if found is None:
         entry = CohortRecord(stream=stream.name, buckets=buckets,
                              created_ms=int(time.time() * 1000) if now_ms is None else now_ms,
-                             members=tuple(members))
+                             members=tuple(members), source=source)
         storage.write_small_text(record_path(checkpoint), entry.model_dump_json())
         return entry
     dropped = [m for m in found.members if m not in members]

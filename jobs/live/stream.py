@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -36,6 +36,7 @@ from jobs.delta_io import table_exists
 from jobs.live import cohorts
 from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
+from jobs.live.log_source import packed_arrivals
 from jobs.live.sink import PipelineSink, StreamSink, app_id_for
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
@@ -170,11 +171,10 @@ def ships_payload(specs: list[PipelineSpec]) -> bool:
     return any(not spec.is_standard_window and reads_payload(spec) for spec in specs)
 
 
-def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
+def input_columns(specs: list[PipelineSpec]) -> dict[str, Column]:
     """The arrival log's columns the engines read (the payload only where an engine reads it
-    in Python, :func:`ships_payload`), the payload fields the standard windows aggregate as
-    exact decimals (Spark parses them, not Python), packed by bucket
-    (jobs/runtime/packing.py), with Spark's event time."""
+    in Python, :func:`ships_payload`) and the payload fields the standard windows aggregate as
+    exact decimals (Spark parses them, not Python)."""
     columns = {name: F.col(name) for name in INPUT_COLUMNS}
     if not ships_payload(specs):
         del columns["payload"]
@@ -193,8 +193,22 @@ def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -
                 columns[name] = present.alias(name)
             else:
                 columns[name] = field_column(aggregate.field).alias(name)
-    records = arrivals.select(*columns.values()).withColumn(BUCKET_COLUMN,
-                                                            bucket_column(buckets))
+    return columns
+
+
+def log_columns(specs: list[PipelineSpec]) -> list[str] | None:
+    """The log's columns the engines read when that is all they read, which the source by
+    arrival position can pack (jobs/live/log_source.py); ``None`` when Spark computes some
+    of their input (a payload field a standard window aggregates)."""
+    columns = input_columns(specs)
+    return list(columns) if set(columns) <= set(INPUT_COLUMNS) else None
+
+
+def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
+    """The engines' input (:func:`input_columns`) from Spark's Delta source, packed by bucket
+    (jobs/runtime/packing.py), with Spark's event time."""
+    records = arrivals.select(*input_columns(specs).values()).withColumn(
+        BUCKET_COLUMN, bucket_column(buckets))
     return with_event_time(pack_by_bucket(records, BUCKET_COLUMN), PACKED_WATERMARK)
 
 
@@ -236,19 +250,29 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     if not table_exists(spark, source):
         raise FileNotFoundError(f"no arrival log at {source}: run ingest first")
     pipelines = run.pipelines
+    specs = [p.spec for p in pipelines]
+    packable = log_columns(specs)
     still_live = [member_of(p) for p in all_live(stream)]
-    cohorts.claim(run.checkpoint, stream, pipelines, buckets, still_live)
+    record = cohorts.claim(run.checkpoint, stream, pipelines, buckets, still_live,
+                           source="delta" if packable is None else "arrival_positions")
     for pipeline in pipelines:
         versions.record(pipeline)
-    reader = spark.readStream.format("delta")
-    if max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
-    if max_bytes_per_trigger:
-        reader = reader.option("maxBytesPerTrigger", max_bytes_per_trigger)
+    if record.source == "arrival_positions" and packable is not None:
+        packs = with_event_time(
+            packed_arrivals(spark, source, packable, buckets,
+                            max_files_per_trigger=max_files_per_trigger,
+                            max_bytes_per_trigger=max_bytes_per_trigger),
+            PACKED_WATERMARK)
+    else:
+        reader = spark.readStream.format("delta")
+        if max_files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
+        if max_bytes_per_trigger:
+            reader = reader.option("maxBytesPerTrigger", max_bytes_per_trigger)
+        packs = stream_input(reader.load(source), specs, buckets)
     keys = [member_key(member_of(p)) for p in pipelines]
-    specs = [p.spec for p in pipelines]
     output_schema = stream_output_schema(specs)
-    rows = (stream_input(reader.load(source), specs, buckets)
+    rows = (packs
             .groupBy(BUCKET_COLUMN)
             .transformWithStateInPandas(
                 statefulProcessor=BucketProcessor(

@@ -29,10 +29,11 @@ if TYPE_CHECKING:
 PROJECT_PACKAGES = ("operators", "jobs", "nexmark", "examples")
 """The packages whose functions Spark runs on executors."""
 
-EXECUTOR_MODULES = ("pandas", "pyarrow", "numpy", "google.protobuf", "operators", "jobs",
-                    "jobs.runtime.buckets", "jobs.windows.vectorised",
-                    "jobs.streams.landing.on_spark")
-"""What an executor imports to run every job (protobuf: transformWithState's Python side)."""
+EXECUTOR_MODULES = ("pandas", "pyarrow", "numpy", "google.protobuf", "xxhash", "operators",
+                    "jobs", "jobs.runtime.buckets", "jobs.windows.vectorised",
+                    "jobs.streams.landing.on_spark", "jobs.live.log_source")
+"""What an executor imports to run every job (protobuf: transformWithState's Python side;
+xxhash: the live source's buckets)."""
 
 
 class ExecutorImportError(RuntimeError):
@@ -105,7 +106,7 @@ def check_executors(spark: SparkSession, modules: tuple[str, ...] = EXECUTOR_MOD
         first = str(error).strip().splitlines()[0][:400] if str(error).strip() else repr(error)
         raise ExecutorImportError(
             "the executors could not run Python: check that the workers have Python 3.11 with "
-            "pyspark, pandas, pyarrow and protobuf at the driver's versions, and that "
+            "pyspark, pandas, pyarrow, protobuf and xxhash at the driver's versions, and that "
             f"PYSPARK_PYTHON names it on the workers. Spark said: {first}") from None
     if failures:
         unique = sorted(set(failures))

@@ -163,3 +163,24 @@ def test_the_source_reads_the_value_s_exact_decimals(spark, tmp_path):
     assert found["value"].tolist() == expected
     assert spark.read.format("delta").load(location).where(F.col("value").isNull()).count() == \
         sum(v == "None" for v in expected)
+
+
+def test_files_written_without_statistics_are_read_for_their_positions(tmp_path):
+    import random
+
+    from deltalake import DeltaTable, write_deltalake
+
+    location = str(tmp_path / "arrival_log")
+    rng = random.Random(4)
+    first = _commit(str(tmp_path / "scratch"), 0, 10, rng)
+    write_deltalake(location, first, configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    for start in (10, 20):
+        _commit(location, start, 10, rng)
+    adds = pa.table(DeltaTable(location).get_add_actions(flatten=True))
+    assert "min.arrival_seq" not in adds.column_names  # no file has statistics
+    reader = _reader(location, 4)
+    files = reader._files.current()
+    assert files.first.tolist() == [0, 10, 20] and files.last.tolist() == [9, 19, 29]
+    assert reader.latestOffset({OFFSET: 0}, ReadMaxFiles(2)) == {OFFSET: 20}
+    found = _records(_read(reader, 5, 25))
+    assert found["arrival_seq"].tolist() == list(range(5, 25))

@@ -95,6 +95,8 @@ class LogFilesReader:
     def __init__(self, location: str) -> None:
         self.location = location
         self._table = None
+        self._read_bounds: dict[str, tuple[int, int]] = {}
+        """Positions of the files written without statistics, read from the files once."""
 
     def current(self) -> LogFiles:
         from deltalake import DeltaTable
@@ -105,24 +107,27 @@ class LogFilesReader:
             self._table.update_incremental()
         adds = pa.table(self._table.get_add_actions(flatten=True))
         paths = [unquote(p) for p in adds.column("path").to_pylist()]
-        first = _bound(adds, "min.arrival_seq")
-        last = _bound(adds, "max.arrival_seq")
-        unknown = np.flatnonzero(first < 0) if len(paths) else np.array([], dtype=np.int64)
-        for index in unknown:  # a file written without statistics: its footer says
-            first[index], last[index] = _footer_bounds(self.location, paths[index])
+        first = _statistic(adds, "min.arrival_seq")
+        last = _statistic(adds, "max.arrival_seq")
+        for index in np.flatnonzero((first < 0) | (last < 0)).tolist():
+            path = paths[index]
+            if path not in self._read_bounds:
+                self._read_bounds[path] = _positions_in(self.location, path)
+            first[index], last[index] = self._read_bounds[path]
         order = np.argsort(first, kind="stable")
         return LogFiles([paths[i] for i in order], first[order], last[order],
                         adds.column("size_bytes").to_numpy()[order])
 
 
-def _bound(adds: pa.Table, name: str) -> np.ndarray:
+def _statistic(adds: pa.Table, name: str) -> np.ndarray:
     """A statistic of each file (-1 where the file has none)."""
     if name not in adds.column_names:
         return np.full(adds.num_rows, -1, dtype=np.int64)
     return pc.fill_null(adds.column(name), -1).to_numpy().astype(np.int64)
 
 
-def _footer_bounds(location: str, path: str) -> tuple[int, int]:
+def _positions_in(location: str, path: str) -> tuple[int, int]:
+    """The first and last arrival position a file holds, read from the file."""
     import pyarrow.parquet as pq
 
     filesystem, root = _filesystem(location)

@@ -257,7 +257,11 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
                            source="delta" if packable is None else "arrival_positions")
     for pipeline in pipelines:
         versions.record(pipeline)
-    if record.source == "arrival_positions" and packable is not None:
+    if record.source == "arrival_positions":
+        if packable is None:  # a cohort's versions only ever leave it: it cannot happen
+            raise SettingsError(f"--checkpoint ({run.checkpoint}): its query reads the log by "
+                                "arrival position, which these versions' input cannot be "
+                                "read by; give a new --checkpoint")
         packs = with_event_time(
             packed_arrivals(spark, source, packable, buckets,
                             max_files_per_trigger=max_files_per_trigger,

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -45,8 +43,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from jobs import storage
 from jobs.runtime.buckets import BUCKET_COLUMN
+from jobs.runtime.log_files import LogFilesReader, read_log_file
 from jobs.runtime.packing import MAX_ROWS_PER_PACK, PACKED_COLUMN, PACKED_WATERMARK, packed
 
 SOURCE_NAME = "eventtime_arrival_log"
@@ -72,77 +70,6 @@ def bucket_of_keys(keys: pa.ChunkedArray | pa.Array, buckets: int) -> np.ndarray
                            dtype=np.uint64, count=len(encoded.dictionary))
     per_key = (unsigned.view(np.int64) % buckets).astype(np.int32)
     return per_key[encoded.indices.to_numpy(zero_copy_only=False)]
-
-
-@dataclass(frozen=True)
-class LogFiles:
-    """The log's data files in the order of their first arrival position, with the range of
-    positions each holds."""
-
-    paths: list[str]
-    first: np.ndarray
-    last: np.ndarray
-    sizes: np.ndarray
-
-    def overlapping(self, start: int, end: int) -> np.ndarray:
-        """The files holding a position in ``[start, end)``."""
-        return np.flatnonzero((self.last >= start) & (self.first < end))
-
-
-class LogFilesReader:
-    """The files of the log as of its latest commit (delta-rs reads the new commits only)."""
-
-    def __init__(self, location: str) -> None:
-        self.location = location
-        self._table = None
-        self._read_bounds: dict[str, tuple[int, int]] = {}
-        """Positions of the files written without statistics, read from the files once."""
-
-    def current(self) -> LogFiles:
-        from deltalake import DeltaTable
-
-        if self._table is None:
-            self._table = DeltaTable(storage.object_store_uri(self.location))
-        else:
-            self._table.update_incremental()
-        adds = pa.table(self._table.get_add_actions(flatten=True))
-        paths = [unquote(p) for p in adds.column("path").to_pylist()]
-        first = _statistic(adds, "min.arrival_seq")
-        last = _statistic(adds, "max.arrival_seq")
-        for index in np.flatnonzero((first < 0) | (last < 0)).tolist():
-            path = paths[index]
-            if path not in self._read_bounds:
-                self._read_bounds[path] = _positions_in(self.location, path)
-            first[index], last[index] = self._read_bounds[path]
-        order = np.argsort(first, kind="stable")
-        return LogFiles([paths[i] for i in order], first[order], last[order],
-                        adds.column("size_bytes").to_numpy()[order])
-
-
-def _statistic(adds: pa.Table, name: str) -> np.ndarray:
-    """A statistic of each file (-1 where the file has none)."""
-    if name not in adds.column_names:
-        return np.full(adds.num_rows, -1, dtype=np.int64)
-    return pc.fill_null(adds.column(name), -1).to_numpy().astype(np.int64)
-
-
-def _positions_in(location: str, path: str) -> tuple[int, int]:
-    """The first and last arrival position a file holds, read from the file."""
-    import pyarrow.parquet as pq
-
-    filesystem, root = _filesystem(location)
-    column = pq.read_table(f"{root}/{path}", columns=["arrival_seq"],
-                           filesystem=filesystem).column(0)
-    return int(pc.min(column).as_py()), int(pc.max(column).as_py())
-
-
-def _filesystem(location: str):
-    """Arrow's filesystem of the log's folder and the folder's path in it."""
-    if storage.is_local(location):
-        from pyarrow import fs
-
-        return fs.LocalFileSystem(), str(storage.local_path(location))
-    return storage.arrow_filesystem(location)
 
 
 class LogPart(InputPartition):
@@ -220,13 +147,10 @@ def read_packed(location: str, paths: Sequence[str], start: int, end: int,
                 columns: Sequence[str], buckets: int) -> Iterator[pa.RecordBatch]:
     """The records of ``paths`` at positions ``[start, end)``, ``columns`` of them, packed by
     bucket as :func:`jobs.runtime.packing.pack_by_bucket` packs them."""
-    import pyarrow.parquet as pq
-
-    filesystem, root = _filesystem(location)
     pending: list[pa.Table] = []
     rows = 0
     for path in paths:
-        table = pq.read_table(f"{root}/{path}", columns=list(columns), filesystem=filesystem)
+        table = read_log_file(location, path, columns)
         positions = table.column("arrival_seq")
         keep = pc.and_(pc.greater_equal(positions, start), pc.less(positions, end))
         table = table.filter(keep)
@@ -242,7 +166,7 @@ def read_packed(location: str, paths: Sequence[str], start: int, end: int,
 
 
 def _packed(tables: list[pa.Table], buckets: int) -> pa.RecordBatch:
-    table = pa.concat_tables(tables).combine_chunks()
+    table = pa.concat_tables(tables)  # packed() combines the chunks
     table = table.append_column(BUCKET_COLUMN, pa.array(bucket_of_keys(table.column("key"),
                                                                        buckets)))
     return packed(table.to_batches(), BUCKET_COLUMN, "watermark_ms")

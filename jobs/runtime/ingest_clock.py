@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from jobs import storage
 from jobs.fast_writes import delta_uri
+from jobs.runtime.log_files import read_log_file
 from operators.ingest_clock import IngestClock
 
 COLUMNS = ("arrival_seq", "ingest_time_ms", "watermark_ms")
@@ -72,10 +71,4 @@ def _table(location: str):
 
 
 def _read_file(location: str, path: str, after_seq: int) -> pa.Table:
-    full = storage.join(location, path)
-    if storage.is_local(full):
-        rows = pq.read_table(str(storage.local_path(full)), columns=list(COLUMNS))
-    else:
-        filesystem, inside = storage.arrow_filesystem(full)
-        rows = pq.read_table(inside, columns=list(COLUMNS), filesystem=filesystem)
-    return rows.filter(pc.field("arrival_seq") > after_seq)
+    return read_log_file(location, path, COLUMNS).filter(pc.field("arrival_seq") > after_seq)

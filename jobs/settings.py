@@ -116,6 +116,13 @@ class PlatformSettings(BaseSettings):
     ingest_spark_min_bytes: int = Field(64 << 20, ge=0,
         description="Smallest batch 'auto' hands to the executors (smaller ones are read "
                     "faster by the driver than a Spark job starts)")
+    ingest_processes: Literal["auto"] | Annotated[int, Field(ge=0)] = Field("auto",
+        description="Worker processes the driver reader parses a batch's files in, off the "
+                    "ingest process (the live job's driver): a number, 0 (parse in the "
+                    "ingest process), or 'auto' (one per core, at most 4)")
+    ingest_processes_min_bytes: int = Field(8 << 20, ge=0,
+        description="Smallest batch parsed by worker processes (a smaller one is parsed "
+                    "faster in the ingest process than its files travel)")
     # -- partitions and time ----------------------------------------------------------------------
     time_zone: str = Field("UTC",
                            description="Time zone of the daily partitions")

@@ -38,7 +38,7 @@ from jobs.progress import heartbeat
 from jobs.session import shipping
 from jobs.storage import Files
 from jobs.streams import Stream
-from jobs.streams.landing import on_spark
+from jobs.streams.landing import on_spark, part_pool
 from jobs.streams.landing.batch import (
     BAD_INGEST_STAMP,
     DUPLICATE_FILE,
@@ -46,7 +46,7 @@ from jobs.streams.landing.batch import (
     INVALID_UTF8,
     BatchRows,
     IngestRules,
-    batch_rows,
+    arrival_rows,
 )
 from jobs.streams.landing.folder import (
     EMPTY_SHA256,
@@ -201,6 +201,15 @@ class Ingestor:
                 and not storage.is_local(self.stream.landing)
                 and size >= self.settings.ingest_spark_min_bytes)
 
+    def _processes(self, plan: Plan) -> int:
+        """How many worker processes parse the batch's parts (PLATFORM_INGEST_PROCESSES;
+        0: this process)."""
+        if sum(part.size - part.offset for part in plan.files) \
+                < self.settings.ingest_processes_min_bytes:
+            return 0
+        setting = self.settings.ingest_processes
+        return part_pool.default_processes() if setting == "auto" else setting
+
     def _spark(self) -> SparkSession:
         if self.spark is None:  # a JVM-free ingest meets a batch big enough for the cluster
             from jobs.session import spark_for
@@ -335,12 +344,16 @@ class Ingestor:
                 append_started = parse_started
             else:
                 with cycle_collector_paused():
-                    rows = batch_rows(self.landing, plan, self.rules)
+                    reads = part_pool.read_parts(self.landing, plan, self.rules,
+                                                 self._processes(plan), self.progress)
+                    order_started = time.monotonic()
+                    rows = arrival_rows(reads, plan.start_state, self.rules)
                 append_started = time.monotonic()
                 self._append(plan, rows)
                 commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
                                 rows.reasons, rows.watermark_ms)
-                phases = {"parse": append_started - parse_started,
+                phases = {"parse": order_started - parse_started,
+                          "order": append_started - order_started,
                           "append": time.monotonic() - append_started}
         self.timings = {"plan": parse_started - started, **phases}
         self.log.write_commit(commit)

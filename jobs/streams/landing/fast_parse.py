@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
@@ -87,6 +88,11 @@ class FastParser:
         decoder = msgspec.json.Decoder(record, float_hook=Decimal)
         self._decode = decoder.decode
         self._decode_lines = decoder.decode_lines
+        # a line msgspec cannot decode stands as a record whose blank key marks it (not a
+        # plain record), so that every field is read with one C getter over all the records
+        # (a ``getattr`` with a default per record and field was a third of a part's parse)
+        self._undecoded = record("", 0)
+        self._getters = {name: attrgetter(name) for name in names}
 
     @property
     def extras(self) -> list[str]:
@@ -124,31 +130,31 @@ class FastParser:
                               if len(line) <= limit and line.isascii() and line.strip()]
                 chosen = [lines[i] for i in candidates]
             records = self._records(chosen)
-        keys = [getattr(record, "key", "") for record in records]  # "": not decoded
-        times = [getattr(record, "event_time", 0) for record in records]
+        keys = self._column(records, "key")  # "": not decoded
+        times = self._column(records, "event_time")
         # decoded (so key and event time are as typed) with a key that is not blank and an
         # event time in milliseconds
         plain = np.fromiter(map(bool, map(str.strip, keys)), dtype=bool, count=len(records))
-        in_ms = np.fromiter(map(isinstance, times, itertools.repeat(int)), dtype=bool,
-                            count=len(records))
-        for j in np.flatnonzero(plain & ~in_ms).tolist():  # ISO-8601 text: read as ingest does
-            times[j] = _text_time_ms(times[j])
-            if times[j] is None:
-                times[j], plain[j] = 0, False
+        if set(map(type, times)) - {int}:  # some ISO-8601 texts: read as ingest reads them
+            in_ms = np.fromiter(map(isinstance, times, itertools.repeat(int)), dtype=bool,
+                                count=len(records))
+            for j in np.flatnonzero(plain & ~in_ms).tolist():
+                times[j] = _text_time_ms(times[j])
+                if times[j] is None:
+                    times[j], plain[j] = 0, False
         if self._raw_values:
-            texts = [getattr(record, "value", _NO_VALUE) for record in records]
+            texts = self._column(records, "value")
             value_array, exact = _raw_values(texts)
             plain &= exact
             values: list[Any] | pa.Array = value_array
         else:
-            raw = [getattr(record, "value", None) for record in records]
+            raw = self._column(records, "value")
             plain &= np.fromiter(map(_plain_value, raw), dtype=bool, count=len(records))
             valued = [j for j in np.flatnonzero(plain).tolist() if raw[j] is not None]
             for j in _inexact([raw[j] for j in valued], valued):  # parse_line rounds these
                 plain[j] = False
             values = raw
-        extras = {name: [getattr(record, name, None) for record in records]
-                  for name in self._extras}
+        extras = {name: self._column(records, name) for name in self._extras}
         if len(records) == count and plain.all():  # every line a plain good record
             return ParsedLines(np.ones(count, dtype=bool), keys,
                                np.array(times, dtype=np.int64), values, extras, {})
@@ -202,12 +208,15 @@ class FastParser:
             values = pc.replace_with_mask(values, pa.array(mask), pa.array(found, _DECIMAL))
         return ParsedLines(is_event, keys, events, values, extras, slow)
 
+    def _column(self, records: list[Any], name: str) -> list[Any]:
+        return list(map(self._getters[name], records))
+
     def _records(self, lines: list[str]) -> list[Any]:
-        """Each line decoded, or ``None`` where it is not valid JSON of an object (those go
-        to ``parse_line``): one ``decode_lines`` over all; after a line it cannot take, the
-        rest in chunks of ``chunk_lines``, so that the lines before the next failing one are
-        decoded again only back to their chunk's start (not back to the last failure: a
-        part with a bad line every 200 decoded most of its lines twice)."""
+        """Each line decoded, or the undecoded record where it is not valid JSON of an object
+        (those go to ``parse_line``): one ``decode_lines`` over all; after a line it cannot
+        take, the rest in chunks of ``chunk_lines``, so that the lines before the next
+        failing one are decoded again only back to their chunk's start (not back to the last
+        failure: a part with a bad line every 200 decoded most of its lines twice)."""
         if not lines:
             return []
         starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
@@ -221,7 +230,7 @@ class FastParser:
         count = len(lines)
         if not count:
             return []
-        found: list[Any] = [None] * count
+        found: list[Any] = [self._undecoded] * count
         begin, chunk = 0, count
         while begin < count:
             end = min(count, begin + chunk)
@@ -263,7 +272,7 @@ class FastParser:
         try:
             return self._decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            return None
+            return self._undecoded
 
     @staticmethod
     def _failing_line(message: str, begin: int, starts: list[int]) -> int | None:
@@ -392,7 +401,9 @@ class ParsedLines:
 
     is_event: np.ndarray
     """bool: the line is a good record."""
-    keys: list[Any]
+    keys: list[Any] | pa.Array
+    """Each line's key (``None`` where not a record), or the same as an Arrow string column
+    (a part parsed in a worker process: jobs/streams/landing/part_pool.py)."""
     events: np.ndarray
     """int64 event times in milliseconds (0 where not a record)."""
     values: list[Any] | pa.Array
@@ -413,6 +424,8 @@ class ParsedLines:
         if judged is not None:
             return judged
         key, event_time = self.keys[index], int(self.events[index])
+        if isinstance(key, pa.Scalar):
+            key = key.as_py()
         value = self.values[index]
         if isinstance(value, pa.Scalar):
             value = value.as_py()
@@ -420,6 +433,12 @@ class ParsedLines:
         for name, column in self.extras.items():
             fields[name] = column[index]
         return ParsedEvent(key=key, event_time_ms=event_time, value=value, fields=fields)
+
+    def key_column(self) -> pa.Array:
+        """The lines' keys as Arrow strings (null: not a record)."""
+        if isinstance(self.keys, pa.Array):
+            return self.keys
+        return pa.array(self.keys, pa.string())
 
     def value_column(self) -> pa.Array:
         """The lines' values as ``DECIMAL(38, 9)`` (null: none or not a record)."""

@@ -55,6 +55,11 @@ class Lines(Sequence[str]):
             return None
         return cls(data, starts)
 
+    def __reduce__(self) -> tuple:
+        """The bytes and where lines start, not the column made from them (a part read by
+        a worker process comes back at half the size: jobs/streams/landing/part_pool.py)."""
+        return (Lines, (self.data, self.starts))
+
     def __len__(self) -> int:
         return len(self.starts) - 1
 

@@ -1,0 +1,116 @@
+"""A batch's landing parts read and parsed in worker processes, off the ingest process's
+interpreter lock.
+
+In the live job ingest is a thread of the driver's Python process, the process that also plans
+the stream's micro-batches: profiled at 120,000 events/s offered, ingest was the limit while a
+quarter of the machine sat idle, its parse taking 5.2–5.7 s per 836,000 lines against 2.8 s
+alone (benchmarks/RESULTS.md). :func:`~jobs.streams.landing.batch.read_part` is a pure function
+of the part's bytes, the plan and the rules, so parts can be read anywhere: here each part goes
+to a worker process and comes back as columns (its bytes, numpy arrays, Arrow arrays), and the
+ingest process only orders and walks them (:func:`~jobs.streams.landing.batch.arrival_rows`).
+The rows are the very ones an in-process read gives (tests/test_part_pool.py).
+
+Worker processes are started with ``spawn`` (the driver holds a JVM gateway and threads, which
+``fork`` would copy half-way), once per process and worker count, and only for a batch of at
+least ``PLATFORM_INGEST_PROCESSES_MIN_BYTES``: a small batch is parsed faster than its parts
+travel. A worker that dies (killed, out of memory) costs nothing but time: that batch is read
+in the ingest process and the next one starts new workers (after three such stops in a row
+the ingest process parses every batch itself, and says so).
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import pyarrow as pa
+
+from jobs.streams.landing.batch import IngestRules, PartRead, read_part
+from jobs.streams.landing.folder import LandingFolder
+from jobs.streams.landing.log import Plan
+
+_pools: dict[int, ProcessPoolExecutor] = {}
+_lock = threading.Lock()
+GIVE_UP_AFTER = 3
+"""Worker pools that stop in a row before this process parses every batch itself (workers
+that cannot start, say, as under a script without the ``__main__`` guard, would cost every
+batch a failed start)."""
+_broken_in_a_row = 0
+
+
+def default_processes() -> int:
+    """Worker processes when the setting is left to ``auto``: one per core, at most four (a
+    batch has a file per source partition and second; more workers wait for the ingest
+    process to order what they parsed)."""
+    return min(os.cpu_count() or 1, 4)
+
+
+def read_parts(landing: LandingFolder | Path, plan: Plan, rules: IngestRules,
+               processes: int, progress: Callable[[str], None] = print) -> list[PartRead]:
+    """Every part of the plan read as :func:`read_part` reads it, in plan order, by
+    ``processes`` worker processes (in this process when 0, when the plan has one part, or
+    when workers stopped :data:`GIVE_UP_AFTER` times in a row)."""
+    global _broken_in_a_row
+    if processes <= 0 or len(plan.files) < 2 or _broken_in_a_row >= GIVE_UP_AFTER:
+        return [read_part(landing, plan, part, rules) for part in plan.files]
+    pool = _pool(processes)
+    count = len(plan.files)
+    try:
+        reads = list(pool.map(_read_for_shipping, [landing] * count, [plan] * count,
+                              plan.files, [rules] * count))
+    except BrokenProcessPool as error:
+        _discard(processes, pool)
+        _broken_in_a_row += 1
+        gave_up = _broken_in_a_row >= GIVE_UP_AFTER
+        progress(f"ingest: a worker process parsing landing files stopped ({error}); batch "
+                 f"{plan.batch_id} is parsed in the ingest process"
+                 + (f"; after {GIVE_UP_AFTER} such stops in a row every later batch is too "
+                    "(a script that starts ingest needs the `if __name__ == \"__main__\":` "
+                    "guard for worker processes; PLATFORM_INGEST_PROCESSES=0 parses in the "
+                    "ingest process without trying)" if gave_up else ""))
+        return [read_part(landing, plan, part, rules) for part in plan.files]
+    _broken_in_a_row = 0
+    return reads
+
+
+def _read_for_shipping(landing: LandingFolder | Path, plan: Plan, part, rules: IngestRules
+                       ) -> PartRead:
+    """:func:`read_part` in a worker, its keys made one Arrow column there: a list of
+    strings costs the ingest process a Python object per line to unpickle (what the workers
+    are there to take off it)."""
+    read = read_part(landing, plan, part, rules)
+    if isinstance(read.parsed.keys, list):
+        read.parsed.keys = pa.array(read.parsed.keys, pa.string())
+    return read
+
+
+def _pool(processes: int) -> ProcessPoolExecutor:
+    with _lock:
+        pool = _pools.get(processes)
+        if pool is None:
+            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+            _pools[processes] = pool
+        return pool
+
+
+def _discard(processes: int, pool: ProcessPoolExecutor) -> None:
+    with _lock:
+        if _pools.get(processes) is pool:
+            del _pools[processes]
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop every worker (at exit, and for tests that count processes)."""
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.shutdown(wait=True, cancel_futures=True)

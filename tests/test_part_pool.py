@@ -1,0 +1,156 @@
+"""Landing parts parsed by worker processes (jobs/streams/landing/part_pool.py) give the very
+rows the ingest process gives itself: for any files of good, bad, blank, non-UTF-8 and oddly
+stamped lines, over every watermark strategy; through a whole ingest (arrival log and
+quarantine, row by row); and when a worker dies between batches."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs import tables
+from jobs.generator import GeneratorConfig, generate
+from jobs.settings import PlatformSettings
+from jobs.streams.landing import Ingestor, part_pool
+from jobs.streams.landing.batch import IngestRules, arrival_rows, batch_rows
+from jobs.streams.landing.log import CHANGED, NEW, FilePart, Plan
+from tests.depth import examples
+from tests.test_ingest_columns import LINES, MAX_FUTURE, MAX_PAST, PLANNED_AT, WATERMARKS, _rows
+
+SMALL = GeneratorConfig(events=3_000, duration_ms=3 * 3_600_000, keys=8, producers=3,
+                        bad_fraction=0.05, flush_interval_ms=600_000)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _workers_stopped():
+    yield
+    part_pool.shutdown()
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(files=st.lists(st.tuples(st.sampled_from(["producer-0", "producer-1"]), LINES,
+                                st.booleans()), min_size=2, max_size=4),
+       watermark=WATERMARKS, last_ingest=st.sampled_from([None, PLANNED_AT - 50_000]))
+def test_parts_parsed_by_workers_give_the_rows_parsed_here(files, watermark, last_ingest):
+    rules = IngestRules("field:received_at", MAX_FUTURE, MAX_PAST, 90, watermark)
+    start_state = {} if last_ingest is None else {"last_ingest_ms": last_ingest}
+    with tempfile.TemporaryDirectory() as home:
+        folder = Path(home)
+        parts = []
+        for index, (partition, lines, changed) in enumerate(files):
+            name = f"{partition}/f-{index}.jsonl"
+            (folder / partition).mkdir(exist_ok=True)
+            data = b"\n".join(lines) + (b"\n" if lines else b"")
+            (folder / name).write_bytes(data)
+            parts.append(FilePart(name, len(data), 0, "sha", CHANGED if changed else NEW,
+                                  same_as="bytes 0..4 changed" if changed else None))
+        plan = Plan(7, tuple(parts), 100, PLANNED_AT, start_state)
+        by_workers = arrival_rows(part_pool.read_parts(folder, plan, rules, 2), start_state,
+                                  rules)
+        assert _rows(by_workers) == _rows(batch_rows(folder, plan, rules))
+
+
+def _ingestor(home: Path, processes: int) -> Ingestor:
+    settings = PlatformSettings(home=str(home), ingest_processes=processes,
+                                ingest_processes_min_bytes=0)
+    return Ingestor(None, settings.platform.streams["events"], progress=lambda _: None)
+
+
+def _table(ingestor: Ingestor, name: str) -> list[dict]:
+    return DeltaTable(ingestor.stream.table_path(name)).to_pyarrow_table().to_pylist()
+
+
+def _rows_of_batch(ingestor: Ingestor, batch_id: int) -> tuple[list, list]:
+    """The batch's arrival-log and quarantine rows, each without its batch's bookkeeping."""
+    good = [row for row in _table(ingestor, tables.ARRIVAL_LOG)
+            if row["ingest_batch"] == batch_id]
+    bad = [row for row in _table(ingestor, tables.QUARANTINE) if row["ingest_batch"] == batch_id]
+    return sorted(good, key=lambda row: row["arrival_seq"]), \
+        sorted(bad, key=lambda row: (row["source_file"], row["line_number"]))
+
+
+def _expected(ingestor: Ingestor, batch_id: int) -> tuple[list, list]:
+    """The batch as the ingest process reads its saved plan by itself."""
+    from jobs.streams.landing import arrival_table, quarantine_table
+
+    plan = ingestor.log.plan(batch_id)
+    rows = batch_rows(ingestor.landing, plan, ingestor.rules)
+    good = arrival_table(rows.good, plan).to_pylist()
+    bad = quarantine_table(rows.bad, plan, ingestor.settings.time_zone).to_pylist()
+    return good, sorted(bad, key=lambda row: (row["source_file"], row["line_number"]))
+
+
+def test_an_ingest_parsed_by_workers_writes_the_rows_the_ingest_process_would(tmp_path):
+    ingestor = _ingestor(tmp_path, processes=2)
+    counts = generate(SMALL, ingestor.stream.landing)
+    report = ingestor.run_once()
+    assert report.records == counts["events"] and report.quarantined > 0
+    assert len(multiprocessing.active_children()) >= 2  # the workers parsed it
+    assert _rows_of_batch(ingestor, report.batch_id) == _expected(ingestor, report.batch_id)
+
+
+def test_a_worker_killed_between_batches_costs_nothing_but_time(tmp_path):
+    ingestor = _ingestor(tmp_path, processes=2)
+    generate(SMALL, ingestor.stream.landing)
+    first = ingestor.run_once()
+    workers = multiprocessing.active_children()
+    assert workers
+    os.kill(workers[0].pid, signal.SIGKILL)
+    time.sleep(0.5)  # the pool notices
+    later = GeneratorConfig(**{**SMALL.__dict__, "seed": 99,
+                               "start_ms": SMALL.start_ms + SMALL.duration_ms})
+    counts = generate(later, ingestor.stream.landing)
+    second = ingestor.run_once()
+    assert second.batch_id == first.batch_id + 1 and second.records == counts["events"]
+    assert _rows_of_batch(ingestor, second.batch_id) == _expected(ingestor, second.batch_id)
+    third_batch = GeneratorConfig(**{**SMALL.__dict__, "seed": 5,
+                                     "start_ms": SMALL.start_ms + 2 * SMALL.duration_ms})
+    generate(third_batch, ingestor.stream.landing)
+    third = ingestor.run_once()  # new workers
+    assert _rows_of_batch(ingestor, third.batch_id) == _expected(ingestor, third.batch_id)
+
+
+UNGUARDED_SCRIPT = """
+import sys
+from jobs.generator import GeneratorConfig, generate
+from jobs.settings import PlatformSettings
+from jobs.streams.landing import Ingestor
+
+settings = PlatformSettings(home=sys.argv[1], ingest_processes=2, ingest_processes_min_bytes=0)
+ingestor = Ingestor(None, settings.platform.streams["events"])
+for seed in range(4):
+    counts = generate(GeneratorConfig(events=500, keys=4, producers=2, seed=seed,
+                                      start_ms=1_767_225_600_000 + seed * 3_600_000,
+                                      duration_ms=3_600_000), ingestor.stream.landing)
+    report = ingestor.run_once()
+    assert report.records == counts["events"], (report, counts)
+print("every batch ingested")
+"""
+
+
+@pytest.mark.cli
+def test_a_script_without_the_main_guard_still_ingests_and_is_told_why(tmp_path):
+    """Its workers cannot start (they would run the script again): each batch is parsed in
+    the ingest process, and after three failed starts no more are tried."""
+    script = tmp_path / "ingest_script.py"
+    script.write_text(UNGUARDED_SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "home")],
+                          capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve()
+                                                               .parents[1])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "every batch ingested" in done.stdout
+    assert done.stdout.count("is parsed in the ingest process") == part_pool.GIVE_UP_AFTER
+    assert "__main__" in done.stdout  # the remedy is named

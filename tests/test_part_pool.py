@@ -154,3 +154,50 @@ def test_a_script_without_the_main_guard_still_ingests_and_is_told_why(tmp_path)
     assert "every batch ingested" in done.stdout
     assert done.stdout.count("is parsed in the ingest process") == part_pool.GIVE_UP_AFTER
     assert "__main__" in done.stdout  # the remedy is named
+
+
+HOLDING_SCRIPT = """
+import os, sys, time
+from jobs.generator import GeneratorConfig, generate
+from jobs.settings import PlatformSettings
+from jobs.streams.landing import Ingestor
+
+if __name__ == "__main__":
+    settings = PlatformSettings(home=sys.argv[1], ingest_processes=2,
+                                ingest_processes_min_bytes=0)
+    ingestor = Ingestor(None, settings.platform.streams["events"], progress=lambda _: None)
+    generate(GeneratorConfig(events=500, keys=4, producers=2), ingestor.stream.landing)
+    ingestor.run_once()
+    import multiprocessing
+    print(" ".join(str(child.pid) for child in multiprocessing.active_children()), flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.cli
+def test_workers_end_with_an_ingest_process_that_is_killed(tmp_path):
+    """No worker outlives a live job stopped by SIGKILL (they would hold memory for ever)."""
+    script = tmp_path / "holding.py"
+    script.write_text(HOLDING_SCRIPT, encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen([sys.executable, str(script), str(tmp_path / "home")],
+                               stdout=subprocess.PIPE, text=True, cwd=root,
+                               env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        pids = [int(pid) for pid in process.stdout.readline().split()]
+        assert len(pids) == 2
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(") ", 1)[1][0] not in "ZX"  # a zombie has ended
+    except FileNotFoundError:
+        return False

@@ -429,8 +429,8 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
     """The plan's lines in arrival order: good records with their ingest time and watermark,
     bad lines with their reason; as :func:`arrive` orders and walks them, with columns (numpy
     where it can) instead of a line at a time."""
-    return arrival_rows([read_part(landing, plan, part, rules) for part in plan.files],
-                        plan.start_state, rules)
+    reads = [read_part(landing, plan, part, rules) for part in plan.files]
+    return arrival_rows(reads, plan.start_state, rules)
 
 
 def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -> BatchRows:

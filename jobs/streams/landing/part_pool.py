@@ -15,13 +15,15 @@ Worker processes are started with ``spawn`` (the driver holds a JVM gateway and 
 least ``PLATFORM_INGEST_PROCESSES_MIN_BYTES``: a small batch is parsed faster than its parts
 travel. A worker that dies (killed, out of memory) costs nothing but time: that batch is read
 in the ingest process and the next one starts new workers (after three such stops in a row
-the ingest process parses every batch itself, and says so).
+the ingest process parses every batch itself, and says so); workers end with the process that
+started them, even one that is killed.
 """
 
 from __future__ import annotations
 
 import atexit
 import multiprocessing
+import multiprocessing.connection
 import os
 import threading
 from collections.abc import Callable
@@ -45,10 +47,12 @@ _broken_in_a_row = 0
 
 
 def default_processes() -> int:
-    """Worker processes when the setting is left to ``auto``: one per core, at most four (a
-    batch has a file per source partition and second; more workers wait for the ingest
-    process to order what they parsed)."""
-    return min(os.cpu_count() or 1, 4)
+    """Worker processes when the setting is left to ``auto``: one per core this process may
+    run on, at most four (a batch has a file per source partition and second; more workers
+    wait for the ingest process to order what they parsed)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1
+    return min(cores, 4)
 
 
 def read_parts(landing: LandingFolder | Path, plan: Plan, rules: IngestRules,
@@ -94,9 +98,25 @@ def _pool(processes: int) -> ProcessPoolExecutor:
     with _lock:
         pool = _pools.get(processes)
         if pool is None:
-            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_end_with_parent)
             _pools[processes] = pool
         return pool
+
+
+def _end_with_parent() -> None:
+    """A worker ends when the process that started it ends: one that is SIGKILLed cannot
+    stop its workers, and no end of file would tell them (each worker holds the task queue's
+    write end too), so they would wait for tasks for ever."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def wait_for_parent() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=wait_for_parent, name="end-with-parent", daemon=True).start()
 
 
 def _discard(processes: int, pool: ProcessPoolExecutor) -> None:

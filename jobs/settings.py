@@ -121,8 +121,9 @@ class PlatformSettings(BaseSettings):
                     "ingest process (the live job's driver): a number, 0 (parse in the "
                     "ingest process), or 'auto' (one per core, at most 4)")
     ingest_processes_min_bytes: int = Field(8 << 20, ge=0,
-        description="Smallest batch parsed by worker processes (a smaller one is parsed "
-                    "faster in the ingest process than its files travel)")
+        description="Smallest batch (of two or more files) parsed by worker processes (a "
+                    "smaller one is parsed faster in the ingest process than its files "
+                    "travel)")
     # -- partitions and time ----------------------------------------------------------------------
     time_zone: str = Field("UTC",
                            description="Time zone of the daily partitions")

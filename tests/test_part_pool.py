@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from hypothesis import given, settings
@@ -25,6 +26,7 @@ from jobs.settings import PlatformSettings
 from jobs.streams.landing import Ingestor, part_pool
 from jobs.streams.landing.batch import IngestRules, arrival_rows, batch_rows
 from jobs.streams.landing.log import CHANGED, NEW, FilePart, Plan
+from operators.pipeline import WatermarkSpec
 from tests.depth import examples
 from tests.test_ingest_columns import LINES, MAX_FUTURE, MAX_PAST, PLANNED_AT, WATERMARKS, _rows
 
@@ -56,15 +58,18 @@ def test_parts_parsed_by_workers_give_the_rows_parsed_here(files, watermark, las
             parts.append(FilePart(name, len(data), 0, "sha", CHANGED if changed else NEW,
                                   same_as="bytes 0..4 changed" if changed else None))
         plan = Plan(7, tuple(parts), 100, PLANNED_AT, start_state)
-        by_workers = arrival_rows(part_pool.read_parts(folder, plan, rules, 2), start_state,
-                                  rules)
+        reads = part_pool.read_parts(folder, plan, rules, 2, progress=pytest.fail)
+        # keys come back as Arrow from a worker only (a read here keeps its list)
+        assert all(isinstance(read.parsed.keys, pa.Array) for read in reads)
+        by_workers = arrival_rows(reads, start_state, rules)
         assert _rows(by_workers) == _rows(batch_rows(folder, plan, rules))
 
 
-def _ingestor(home: Path, processes: int) -> Ingestor:
+def _ingestor(home: Path, processes: int, said: list[str] | None = None) -> Ingestor:
     settings = PlatformSettings(home=str(home), ingest_processes=processes,
                                 ingest_processes_min_bytes=0)
-    return Ingestor(None, settings.platform.streams["events"], progress=lambda _: None)
+    return Ingestor(None, settings.platform.streams["events"],
+                    progress=(said.append if said is not None else lambda _: None))
 
 
 def _table(ingestor: Ingestor, name: str) -> list[dict]:
@@ -92,16 +97,18 @@ def _expected(ingestor: Ingestor, batch_id: int) -> tuple[list, list]:
 
 
 def test_an_ingest_parsed_by_workers_writes_the_rows_the_ingest_process_would(tmp_path):
+    part_pool.shutdown()
     ingestor = _ingestor(tmp_path, processes=2)
     counts = generate(SMALL, ingestor.stream.landing)
     report = ingestor.run_once()
     assert report.records == counts["events"] and report.quarantined > 0
-    assert len(multiprocessing.active_children()) >= 2  # the workers parsed it
+    assert len(multiprocessing.active_children()) == 2  # the workers it started parsed it
     assert _rows_of_batch(ingestor, report.batch_id) == _expected(ingestor, report.batch_id)
 
 
 def test_a_worker_killed_between_batches_costs_nothing_but_time(tmp_path):
-    ingestor = _ingestor(tmp_path, processes=2)
+    said: list[str] = []
+    ingestor = _ingestor(tmp_path, processes=2, said=said)
     generate(SMALL, ingestor.stream.landing)
     first = ingestor.run_once()
     workers = multiprocessing.active_children()
@@ -113,11 +120,15 @@ def test_a_worker_killed_between_batches_costs_nothing_but_time(tmp_path):
     counts = generate(later, ingestor.stream.landing)
     second = ingestor.run_once()
     assert second.batch_id == first.batch_id + 1 and second.records == counts["events"]
+    assert sum("is parsed in the ingest process" in line for line in said) == 1
     assert _rows_of_batch(ingestor, second.batch_id) == _expected(ingestor, second.batch_id)
     third_batch = GeneratorConfig(**{**SMALL.__dict__, "seed": 5,
                                      "start_ms": SMALL.start_ms + 2 * SMALL.duration_ms})
     generate(third_batch, ingestor.stream.landing)
-    third = ingestor.run_once()  # new workers
+    third = ingestor.run_once()
+    assert {child.pid for child in multiprocessing.active_children()} - {
+        worker.pid for worker in workers}  # new workers parsed it
+    assert sum("is parsed in the ingest process" in line for line in said) == 1
     assert _rows_of_batch(ingestor, third.batch_id) == _expected(ingestor, third.batch_id)
 
 
@@ -201,3 +212,24 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] not in "ZX"  # a zombie has ended
     except FileNotFoundError:
         return False
+
+
+def test_a_record_too_deep_to_travel_back_is_parsed_here_with_the_same_rows(tmp_path):
+    """A record nested deeper than pickle goes cannot come back from a worker: the batch is
+    read in the ingest process instead, with the rows it always had."""
+    rules = IngestRules("field:received_at", MAX_FUTURE, MAX_PAST, 1_000_000,
+                        WatermarkSpec(max_out_of_orderness_ms=1_000))
+    nested = "[" * 900 + "]" * 900
+    deep = f'{{"key": "é", "event_time": {PLANNED_AT}, "value": 1, "x": {nested}}}'
+    parts = []
+    for index, text in enumerate([deep, f'{{"key": "a", "event_time": {PLANNED_AT}}}']):
+        name = f"producer-{index}/f.jsonl"
+        (tmp_path / f"producer-{index}").mkdir()
+        data = (text + "\n").encode()
+        (tmp_path / name).write_bytes(data)
+        parts.append(FilePart(name, len(data), 0, "sha"))
+    plan = Plan(1, tuple(parts), 0, PLANNED_AT)
+    reads = part_pool.read_parts(tmp_path, plan, rules, 2, progress=pytest.fail)
+    rows = arrival_rows(reads, {}, rules)
+    assert rows.records == 2
+    assert _rows(rows) == _rows(batch_rows(tmp_path, plan, rules))

@@ -25,6 +25,7 @@ import atexit
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -60,37 +61,60 @@ def read_parts(landing: LandingFolder | Path, plan: Plan, rules: IngestRules,
     """Every part of the plan read as :func:`read_part` reads it, in plan order, by
     ``processes`` worker processes (in this process when 0, when the plan has one part, or
     when workers stopped :data:`GIVE_UP_AFTER` times in a row)."""
-    global _broken_in_a_row
     if processes <= 0 or len(plan.files) < 2 or _broken_in_a_row >= GIVE_UP_AFTER:
-        return [read_part(landing, plan, part, rules) for part in plan.files]
+        return _read_here(landing, plan, rules)
     pool = _pool(processes)
-    count = len(plan.files)
+    # what keeps workers from starting at all is raised by the submission (a process still
+    # importing its main module, as a worker under an unguarded script is: it must stop
+    # there, not ingest); only what the parts' results raise falls back below
     try:
-        reads = list(pool.map(_read_for_shipping, [landing] * count, [plan] * count,
-                              plan.files, [rules] * count))
+        futures = [pool.submit(_read_for_shipping, landing, plan, part, rules)
+                   for part in plan.files]
     except BrokenProcessPool as error:
-        _discard(processes, pool)
-        _broken_in_a_row += 1
-        gave_up = _broken_in_a_row >= GIVE_UP_AFTER
-        progress(f"ingest: a worker process parsing landing files stopped ({error}); batch "
-                 f"{plan.batch_id} is parsed in the ingest process"
-                 + (f"; after {GIVE_UP_AFTER} such stops in a row every later batch is too "
-                    "(a script that starts ingest needs the `if __name__ == \"__main__\":` "
-                    "guard for worker processes; PLATFORM_INGEST_PROCESSES=0 parses in the "
-                    "ingest process without trying)" if gave_up else ""))
-        return [read_part(landing, plan, part, rules) for part in plan.files]
-    _broken_in_a_row = 0
+        return _after_stop(processes, pool, plan, error, progress, landing, rules)
+    try:
+        reads = [future.result() for future in futures]
+    except BrokenProcessPool as error:
+        return _after_stop(processes, pool, plan, error, progress, landing, rules)
+    except Exception:  # noqa: BLE001 - a part's error, or a result that could not travel back
+        # read here: an error of the part itself is raised again, with its own traceback
+        return _read_here(landing, plan, rules)
+    _count_success()
     return reads
+
+
+def _after_stop(processes: int, pool: ProcessPoolExecutor, plan: Plan, error: Exception,
+                progress: Callable[[str], None], landing: LandingFolder | Path,
+                rules: IngestRules) -> list[PartRead]:
+    """The batch read here after a worker stopped, and said so."""
+    stops = _count_stop(processes, pool)
+    progress(f"ingest: a worker process parsing landing files stopped ({error}); batch "
+             f"{plan.batch_id} is parsed in the ingest process"
+             + (f"; after {GIVE_UP_AFTER} such stops in a row every later batch is too "
+                "(a script that starts ingest needs the `if __name__ == \"__main__\":` "
+                "guard for worker processes; PLATFORM_INGEST_PROCESSES=0 parses in the "
+                "ingest process without trying)" if stops >= GIVE_UP_AFTER else ""))
+    return _read_here(landing, plan, rules)
+
+
+def _read_here(landing: LandingFolder | Path, plan: Plan, rules: IngestRules
+               ) -> list[PartRead]:
+    return [read_part(landing, plan, part, rules) for part in plan.files]
 
 
 def _read_for_shipping(landing: LandingFolder | Path, plan: Plan, part, rules: IngestRules
                        ) -> PartRead:
-    """:func:`read_part` in a worker, its keys made one Arrow column there: a list of
-    strings costs the ingest process a Python object per line to unpickle (what the workers
-    are there to take off it)."""
+    """:func:`read_part` in a worker, its keys and values made Arrow columns there and the
+    fields the ingest process does not read left out: a list costs it a Python object per
+    line to unpickle (what the workers are there to take off it)."""
     read = read_part(landing, plan, part, rules)
-    if isinstance(read.parsed.keys, list):
-        read.parsed.keys = pa.array(read.parsed.keys, pa.string())
+    parsed = read.parsed
+    if isinstance(parsed.keys, list):
+        parsed.keys = pa.array(parsed.keys, pa.string())
+    parsed.values = parsed.value_column()
+    # the ingest clock's stamps were read here; the driver reads only a punctuation
+    parsed.extras = {name: column for name, column in parsed.extras.items()
+                     if name == rules.punctuation_field}
     return read
 
 
@@ -108,6 +132,9 @@ def _end_with_parent() -> None:
     """A worker ends when the process that started it ends: one that is SIGKILLed cannot
     stop its workers, and no end of file would tell them (each worker holds the task queue's
     write end too), so they would wait for tasks for ever."""
+    # a terminal's Ctrl-C reaches the whole process group: the ingest process decides when
+    # to stop, and its workers end with it (SIGTERM stays: the pool stops workers with it)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is None:
         return
@@ -119,11 +146,23 @@ def _end_with_parent() -> None:
     threading.Thread(target=wait_for_parent, name="end-with-parent", daemon=True).start()
 
 
-def _discard(processes: int, pool: ProcessPoolExecutor) -> None:
+def _count_stop(processes: int, pool: ProcessPoolExecutor) -> int:
+    """Drop a pool whose worker stopped; the stops in a row so far (a pool that fails the
+    batches of several streams at once counts once)."""
+    global _broken_in_a_row
     with _lock:
         if _pools.get(processes) is pool:
             del _pools[processes]
+            _broken_in_a_row += 1
+        stops = _broken_in_a_row
     pool.shutdown(wait=False, cancel_futures=True)
+    return stops
+
+
+def _count_success() -> None:
+    global _broken_in_a_row
+    with _lock:
+        _broken_in_a_row = 0
 
 
 @atexit.register

@@ -143,24 +143,33 @@ def _rows(rows):
     return good_rows, bad_rows, rows.end_state, rows.watermark_ms
 
 
+FILES = st.lists(st.tuples(st.sampled_from(["producer-0", "producer-1"]), LINES, st.booleans()),
+                 min_size=1, max_size=4)
+"""Landing files: each a partition, its lines, and whether it changed after an ingest."""
+
+
+def landed_parts(folder: Path, files: list) -> list[FilePart]:
+    """``files`` (:data:`FILES`) written under ``folder``, as a batch's parts."""
+    parts = []
+    for index, (partition, lines, changed) in enumerate(files):
+        name = f"{partition}/f-{index}.jsonl"
+        (folder / partition).mkdir(exist_ok=True)
+        data = b"\n".join(lines) + (b"\n" if lines else b"")
+        (folder / name).write_bytes(data)
+        parts.append(FilePart(name, len(data), 0, "sha", CHANGED if changed else NEW,
+                              same_as="bytes 0..4 changed" if changed else None))
+    return parts
+
+
 @settings(max_examples=examples(300), deadline=None)
-@given(files=st.lists(st.tuples(st.sampled_from(["producer-0", "producer-1"]), LINES,
-                                st.booleans()), min_size=1, max_size=4),
-       watermark=WATERMARKS, last_ingest=st.sampled_from([None, PLANNED_AT - 50_000]))
+@given(files=FILES, watermark=WATERMARKS,
+       last_ingest=st.sampled_from([None, PLANNED_AT - 50_000]))
 def test_columnar_batch_rows_equal_the_line_by_line_walk(files, watermark, last_ingest):
     rules = IngestRules("field:received_at", MAX_FUTURE, MAX_PAST, 90, watermark)
     start_state = {} if last_ingest is None else {"last_ingest_ms": last_ingest}
     with tempfile.TemporaryDirectory() as home:
         folder = Path(home)
-        parts = []
-        for index, (partition, lines, changed) in enumerate(files):
-            name = f"{partition}/f-{index}.jsonl"
-            path = folder / name
-            path.parent.mkdir(exist_ok=True)
-            data = b"\n".join(lines) + (b"\n" if lines else b"")
-            path.write_bytes(data)
-            parts.append(FilePart(name, len(data), 0, "sha", CHANGED if changed else NEW,
-                                  same_as="bytes 0..4 changed" if changed else None))
+        parts = landed_parts(folder, files)
         plan = Plan(7, tuple(parts), 100, PLANNED_AT, start_state)
         expected = _reference_rows(
             [line for part in parts for line in _reference_lines(folder, plan, part, rules)],

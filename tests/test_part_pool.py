@@ -25,10 +25,18 @@ from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
 from jobs.streams.landing import Ingestor, part_pool
 from jobs.streams.landing.batch import IngestRules, arrival_rows, batch_rows
-from jobs.streams.landing.log import CHANGED, NEW, FilePart, Plan
+from jobs.streams.landing.log import FilePart, Plan
 from operators.pipeline import WatermarkSpec
 from tests.depth import examples
-from tests.test_ingest_columns import LINES, MAX_FUTURE, MAX_PAST, PLANNED_AT, WATERMARKS, _rows
+from tests.test_ingest_columns import (
+    FILES,
+    MAX_FUTURE,
+    MAX_PAST,
+    PLANNED_AT,
+    WATERMARKS,
+    _rows,
+    landed_parts,
+)
 
 SMALL = GeneratorConfig(events=3_000, duration_ms=3 * 3_600_000, keys=8, producers=3,
                         bad_fraction=0.05, flush_interval_ms=600_000)
@@ -41,23 +49,14 @@ def _workers_stopped():
 
 
 @settings(max_examples=examples(40), deadline=None)
-@given(files=st.lists(st.tuples(st.sampled_from(["producer-0", "producer-1"]), LINES,
-                                st.booleans()), min_size=2, max_size=4),
-       watermark=WATERMARKS, last_ingest=st.sampled_from([None, PLANNED_AT - 50_000]))
+@given(files=FILES.filter(lambda files: len(files) >= 2), watermark=WATERMARKS,
+       last_ingest=st.sampled_from([None, PLANNED_AT - 50_000]))
 def test_parts_parsed_by_workers_give_the_rows_parsed_here(files, watermark, last_ingest):
     rules = IngestRules("field:received_at", MAX_FUTURE, MAX_PAST, 90, watermark)
     start_state = {} if last_ingest is None else {"last_ingest_ms": last_ingest}
     with tempfile.TemporaryDirectory() as home:
         folder = Path(home)
-        parts = []
-        for index, (partition, lines, changed) in enumerate(files):
-            name = f"{partition}/f-{index}.jsonl"
-            (folder / partition).mkdir(exist_ok=True)
-            data = b"\n".join(lines) + (b"\n" if lines else b"")
-            (folder / name).write_bytes(data)
-            parts.append(FilePart(name, len(data), 0, "sha", CHANGED if changed else NEW,
-                                  same_as="bytes 0..4 changed" if changed else None))
-        plan = Plan(7, tuple(parts), 100, PLANNED_AT, start_state)
+        plan = Plan(7, tuple(landed_parts(folder, files)), 100, PLANNED_AT, start_state)
         reads = part_pool.read_parts(folder, plan, rules, 2, progress=pytest.fail)
         # keys come back as Arrow from a worker only (a read here keeps its list)
         assert all(isinstance(read.parsed.keys, pa.Array) for read in reads)

@@ -201,11 +201,10 @@ class Ingestor:
                 and not storage.is_local(self.stream.landing)
                 and size >= self.settings.ingest_spark_min_bytes)
 
-    def _processes(self, plan: Plan) -> int:
-        """How many worker processes parse the batch's parts (PLATFORM_INGEST_PROCESSES;
-        0: this process)."""
-        if sum(part.size - part.offset for part in plan.files) \
-                < self.settings.ingest_processes_min_bytes:
+    def _processes(self, size: int) -> int:
+        """How many worker processes parse a batch of ``size`` landing bytes
+        (PLATFORM_INGEST_PROCESSES; 0: this process)."""
+        if size < self.settings.ingest_processes_min_bytes:
             return 0
         setting = self.settings.ingest_processes
         return part_pool.default_processes() if setting == "auto" else setting
@@ -336,7 +335,8 @@ class Ingestor:
             self.progress(f"ingest {self.stream.name}: batch {plan.batch_id} was planned but "
                           "not committed (a crash); running it again")
         parse_started = time.monotonic()
-        on_executors = self._on_spark(sum(part.size - part.offset for part in plan.files))
+        size = sum(part.size - part.offset for part in plan.files)
+        on_executors = self._on_spark(size)
         with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
                                       f"{len(plan.files)} files"):
             if on_executors:
@@ -345,7 +345,7 @@ class Ingestor:
             else:
                 with cycle_collector_paused():
                     reads = part_pool.read_parts(self.landing, plan, self.rules,
-                                                 self._processes(plan), self.progress)
+                                                 self._processes(size), self.progress)
                     order_started = time.monotonic()
                     rows = arrival_rows(reads, plan.start_state, self.rules)
                 append_started = time.monotonic()

@@ -429,8 +429,13 @@ def batch_rows(landing: LandingFolder | Path, plan: Plan, rules: IngestRules) ->
     """The plan's lines in arrival order: good records with their ingest time and watermark,
     bad lines with their reason; as :func:`arrive` orders and walks them, with columns (numpy
     where it can) instead of a line at a time."""
-    reads = [read_part(landing, plan, part, rules) for part in plan.files]
-    return arrival_rows(reads, plan.start_state, rules)
+    return arrival_rows(read_parts_here(landing, plan, rules), plan.start_state, rules)
+
+
+def read_parts_here(landing: LandingFolder | Path, plan: Plan, rules: IngestRules
+                    ) -> list[PartRead]:
+    """Every part of the plan read in this process, in plan order."""
+    return [read_part(landing, plan, part, rules) for part in plan.files]
 
 
 def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -> BatchRows:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jobs.streams.landing.batch import IngestRules, PartRead, read_part
+from jobs.streams.landing.batch import IngestRules, PartRead, read_part, read_parts_here
 from jobs.streams.landing.folder import LandingFolder
 from jobs.streams.landing.log import Plan
 
@@ -62,7 +62,7 @@ def read_parts(landing: LandingFolder | Path, plan: Plan, rules: IngestRules,
     ``processes`` worker processes (in this process when 0, when the plan has one part, or
     when workers stopped :data:`GIVE_UP_AFTER` times in a row)."""
     if processes <= 0 or len(plan.files) < 2 or _broken_in_a_row >= GIVE_UP_AFTER:
-        return _read_here(landing, plan, rules)
+        return read_parts_here(landing, plan, rules)
     pool = _pool(processes)
     # what keeps workers from starting at all is raised by the submission (a process still
     # importing its main module, as a worker under an unguarded script is: it must stop
@@ -78,7 +78,7 @@ def read_parts(landing: LandingFolder | Path, plan: Plan, rules: IngestRules,
         return _after_stop(processes, pool, plan, error, progress, landing, rules)
     except Exception:  # noqa: BLE001 - a part's error, or a result that could not travel back
         # read here: an error of the part itself is raised again, with its own traceback
-        return _read_here(landing, plan, rules)
+        return read_parts_here(landing, plan, rules)
     _count_success()
     return reads
 
@@ -94,12 +94,7 @@ def _after_stop(processes: int, pool: ProcessPoolExecutor, plan: Plan, error: Ex
                 "(a script that starts ingest needs the `if __name__ == \"__main__\":` "
                 "guard for worker processes; PLATFORM_INGEST_PROCESSES=0 parses in the "
                 "ingest process without trying)" if stops >= GIVE_UP_AFTER else ""))
-    return _read_here(landing, plan, rules)
-
-
-def _read_here(landing: LandingFolder | Path, plan: Plan, rules: IngestRules
-               ) -> list[PartRead]:
-    return [read_part(landing, plan, part, rules) for part in plan.files]
+    return read_parts_here(landing, plan, rules)
 
 
 def _read_for_shipping(landing: LandingFolder | Path, plan: Plan, part, rules: IngestRules

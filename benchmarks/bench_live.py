@@ -16,6 +16,10 @@ other on identical files:
   key).agg(count, sum)`` (``session_window`` for sessions) written to Delta in append mode: no
   arrival log, no lateness semantics, no late records, no metrics.
 
+Before the measured runs each engine runs once for ``--warm-up`` seconds (30 by default), not
+counted: the two share one JVM, and whichever ran first in it paid for compiling Spark's own
+code while the other found it compiled (see :func:`warm_jvm`).
+
 Figures: the records per second each kept up with (processed over the offered period), the
 backlog left when the producer stopped (in seconds of input: kept up when it does not grow),
 end-to-end latency from a file being complete to the commit of the micro-batch that processed
@@ -499,11 +503,28 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     return run
 
 
+def warm_jvm(spark, root: Path, args, window: str, rate: int, keys: int) -> None:
+    """Each engine once, not counted, before the measured runs (``--warm-up`` seconds at the
+    first configuration). Both engines share one JVM, and the first run in it paid for the
+    JIT compiling Spark's own code (task serialisation, closures, shuffle, Parquet, Delta)
+    while the second found it compiled: at 120,000 events/s the engine that ran first had
+    1.5-2.3 times the p50 latency and up to 20 % more CPU an event, whichever it was
+    (benchmarks/RESULTS.md). A stream runs for days, so both are measured warm."""
+    if args.warm_up <= 0:
+        return
+    warm = argparse.Namespace(**{**vars(args), "seconds": args.warm_up,
+                                 "drain": min(args.drain, 5.0), "verbose": False})
+    for engine in (run_platform, run_plain):
+        run = engine(spark, root / "warm-up", warm, window, rate, keys)
+        print(f"warm-up, not counted: {run.line()}", flush=True)
+
+
 def find_max(spark, root: Path, args) -> None:
     """Per window: the offered rate doubled from ``--rates[0]`` until an engine falls behind
     (:meth:`Run.kept_up`); its ceiling is the highest rate it processed (at saturation, what
     it can). Both engines on the same files at each rate, one after the other."""
     keys = args.keys[0]
+    warm_jvm(spark, root, args, args.windows[0], args.rates[0], keys)
     for window in args.windows:
         ceilings = {"platform": 0.0, "plain Spark": 0.0}
         behind = {"platform": False, "plain Spark": False}
@@ -531,6 +552,7 @@ def kafka_main(spark, root: Path, args) -> None:
     from jobs.streams.kafka.broker import running_broker
 
     summary = []
+    warm_jvm(spark, root, args, args.windows[0], args.rates[0], args.keys[0])
     with running_broker(root / "kafka", progress=lambda _: None) as broker:
         for window in args.windows:
             for rate in args.rates:
@@ -576,6 +598,9 @@ def main() -> None:
                         choices=sorted([*WINDOWS, *PROCESSES]))
     parser.add_argument("--seconds", type=float, default=180.0, help="offered period")
     parser.add_argument("--drain", type=float, default=15.0, help="seconds after the producer")
+    parser.add_argument("--warm-up", type=float, default=30.0,
+                        help="seconds each engine runs, not counted, before the measured runs "
+                             "(0: none)")
     parser.add_argument("--partitions", type=int, default=4, help="source partitions")
     parser.add_argument("--file-seconds", type=float, default=1.0)
     parser.add_argument("--trigger", default="1 second")
@@ -627,6 +652,7 @@ def main() -> None:
     configs = [(w, r, k) for w in args.windows for r in args.rates for k in args.keys]
     summary = []
     try:
+        warm_jvm(spark, root, args, *configs[0])
         for window, rate, keys in configs:
             print(f"\n== {window} windows, {rate:,} events/s offered, {keys:,} keys, "
                   f"{args.seconds:.0f} s", flush=True)

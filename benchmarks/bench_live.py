@@ -1,7 +1,7 @@
 """The long-running live stream at a steady offered rate, against plain Spark Structured
 Streaming on the same files at the same rate, in the same run (not a test).
 
-Run: ``.venv/bin/python benchmarks/bench_live.py`` (``--quick``: one configuration, about 4
+Run: ``.venv/bin/python benchmarks/bench_live.py`` (``--quick``: one configuration, about 6
 minutes; ``--rates 5000 10000 20000 --keys 1000 10000 100000 --windows tumbling sliding
 session --seconds 180`` to choose). For each configuration a producer process writes JSON-lines
 files into a fresh landing folder at a steady rate (several source partitions, one file per

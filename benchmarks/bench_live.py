@@ -637,6 +637,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")
     args = parser.parse_args()
+    if args.warm_up < 0:
+        parser.error(f"--warm-up: {args.warm_up:g} seconds; give 0 (none) or more")
     if args.quick:
         args.rates, args.keys, args.windows = [10_000], [10_000], ["tumbling"]
         args.seconds = min(args.seconds, 75)

@@ -374,8 +374,12 @@ def is_duration(field_name: str) -> bool:
 
 
 def describe(error: ValidationError) -> str:
-    """A pydantic error as one line per problem, each naming the variable."""
-    lines = []
+    """A pydantic error as one line per problem, each naming the variable. A setting that
+    takes one of several forms (``auto`` or a number) gets one line saying every form it
+    takes, not a line per form that the value is not."""
+    lines: list[str] = []
+    forms: dict[str, list[str]] = {}
+    given_to: dict[str, Any] = {}
     for problem in error.errors():
         location = problem.get("loc") or ()
         if not location:  # a check across fields: its message names them
@@ -384,11 +388,35 @@ def describe(error: ValidationError) -> str:
         name = str(location[0])
         if name in PlatformSettings.model_fields:
             name = f"PLATFORM_{variable_of(name)}"
-        message = problem.get("msg", "invalid").removeprefix("Value error, ")
-        given = problem.get("input")
-        shown = isinstance(given, dict) or repr(given) in message
-        lines.append(f"{name}: {message}" if shown else f"{name}: {message} (got {given!r})")
-    return "; ".join(lines)
+        if name not in forms:
+            lines.append(name)  # a place kept for the setting's line, in pydantic's order
+        forms.setdefault(name, []).append(
+            problem.get("msg", "invalid").removeprefix("Value error, "))
+        given_to[name] = problem.get("input")
+    return "; ".join(_setting_line(line, forms[line], given_to[line]) if line in forms
+                     else line for line in lines)
+
+
+_SHOULD_BE = "Input should be "
+
+
+def _as_form(bound: str) -> str:
+    """``greater than or equal to 0`` -> ``a number greater than or equal to 0``: a bound
+    read as one of a setting's forms."""
+    return f"a number {bound}" if bound.startswith(("greater than", "less than")) else bound
+
+
+def _setting_line(name: str, messages: list[str], given: Any) -> str:
+    """``NAME: message (got value)``; the messages of a union's forms joined by "or"
+    (``Input should be 'auto' or a valid integer``)."""
+    if len(messages) > 1 and all(m.startswith(_SHOULD_BE) for m in messages):
+        alternatives = [_as_form(m.removeprefix(_SHOULD_BE).split(", unable to ")[0])
+                        for m in messages]
+        message = _SHOULD_BE + " or ".join(dict.fromkeys(alternatives))
+    else:
+        message = "; ".join(dict.fromkeys(messages))
+    shown = isinstance(given, dict) or repr(given) in message
+    return f"{name}: {message}" if shown else f"{name}: {message} (got {given!r})"
 
 
 def parse_conf(text: str) -> dict[str, str]:

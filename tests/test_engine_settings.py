@@ -42,6 +42,22 @@ def test_a_malformed_spark_setting_is_named(tmp_path):
                                    "PLATFORM_SPARK_CONF": "spark.cores.max"})
 
 
+@pytest.mark.parametrize(("value", "said"), [
+    ("abc", "PLATFORM_INGEST_PROCESSES: Input should be 'auto' or a valid integer (got 'abc')"),
+    ("-2", "PLATFORM_INGEST_PROCESSES: Input should be 'auto' or a number greater than or "
+           "equal to 0 (got '-2')"),
+])
+def test_a_setting_of_two_forms_is_named_once_with_both(tmp_path, value, said):
+    """``auto`` or a number: one line saying both forms, not one line per form it is not."""
+    with pytest.raises(SettingsError) as raised:
+        PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path),
+                                   "PLATFORM_INGEST_PROCESSES": value,
+                                   "PLATFORM_SHUFFLE_PARTITIONS": "0"})
+    assert str(raised.value).split("; ") == [
+        said, "PLATFORM_SHUFFLE_PARTITIONS: Input should be greater than or equal to 1 "
+              "(got '0')"]
+
+
 def test_the_users_packages_are_added_to_deltas_not_replacing_them():
     wanted = spark_jars.packages("org.apache.hadoop:hadoop-aws:3.4.2, x:y:1")
     assert wanted[0].startswith("io.delta:delta-spark_")

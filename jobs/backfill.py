@@ -206,12 +206,25 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
     try:
         with heartbeat(progress, f"{pipeline.name}: computing and writing {outputs.first_day} .. "
                                  f"{outputs.last_day}"):
-            if outputs.keeps_assignments:  # materialises the persisted rows the rest reuse
-                written[tables.WINDOW_ASSIGNMENTS] = through_spark(
-                    tables.WINDOW_ASSIGNMENTS, outputs.assigned)()
-                if written[tables.WINDOW_ASSIGNMENTS] <= driver_tables.DRIVER_RECORDS:
-                    writes[tables.LATE_DATA_METRICS] = lambda: _assigned_metrics_write(
-                        pipeline, tag, outputs, said)
+            if outputs.keeps_assignments:
+                emitted = outputs.materialise()
+                write_metrics = writes.pop(tables.LATE_DATA_METRICS)
+                if emitted <= DRIVER_ASSIGNMENTS:
+                    writes[tables.WINDOW_ASSIGNMENTS] = lambda: _driver_assignments_write(
+                        pipeline, outputs, said)
+                else:
+                    write_assignments = through_spark(tables.WINDOW_ASSIGNMENTS,
+                                                      outputs.assigned)
+
+                    def assignments_then_metrics() -> int:
+                        count = write_assignments()
+                        if count <= driver_tables.DRIVER_RECORDS:
+                            _assigned_metrics_write(pipeline, tag, outputs, said)
+                        else:
+                            write_metrics()
+                        return count
+
+                    writes[tables.WINDOW_ASSIGNMENTS] = assignments_then_metrics
             written.update(_concurrently(writes))
     finally:
         outputs.release()
@@ -219,6 +232,35 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
                               outputs.last_day)
     return BackfillReport(outputs.first_day, outputs.last_day, written[tables.WINDOW_RESULTS],
                           written[tables.LATE_RECORDS], metrics, pipeline.name)
+
+
+DRIVER_ASSIGNMENTS = 2_000_000
+"""The most rows (panes, late rows, assignments) a keyed backfill computed whose assignments
+the driver takes to write them and count their metrics itself (about 100 bytes each in
+Arrow); more are written by Spark and read back for the metrics."""
+
+
+def _driver_assignments_write(pipeline: Pipeline, outputs: WindowOutputs,
+                              said: Callable[[str, int], int]) -> int:
+    """The assignments taken to the driver as Arrow, written through ``deltalake`` (as the
+    live sink writes them) and counted into the metrics at once, beside Spark's writes of
+    the results and late records: written by Spark first and read back, they held up every
+    other write of a sessions backfill."""
+    schema = fast_writes.arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA)
+    data = outputs.assigned.toArrow().select(schema.names).cast(schema)
+    fast_writes.replace_range(pipeline.table_path(tables.WINDOW_ASSIGNMENTS), data,
+                              column="window_end_date", first=outputs.first_day,
+                              last=outputs.last_day, partition_by=["window_end_date"])
+    said(tables.WINDOW_ASSIGNMENTS, data.num_rows)
+    metrics = driver_tables.metrics_of_assignments(
+        driver_tables.within_days(data, outputs.first_day, outputs.last_day).to_batches(),
+        pipeline.table_path(tables.QUARANTINE), pipeline.time_zone, outputs.first_day,
+        outputs.last_day, fast_writes.arrow_schema(outputs.metrics.schema))
+    fast_writes.replace_range(pipeline.table_path(tables.LATE_DATA_METRICS), metrics,
+                              column="window_end_date", first=outputs.first_day,
+                              last=outputs.last_day, partition_by=["window_end_date"])
+    said(tables.LATE_DATA_METRICS, metrics.num_rows)
+    return data.num_rows
 
 
 def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs,

@@ -48,6 +48,12 @@ class WindowOutputs:
         recomputed from the log."""
         return self.persisted is not None
 
+    def materialise(self) -> int:
+        """Compute the persisted rows now, so that the writes which reuse them can run at
+        once instead of each waiting for (or repeating) their computation; how many there
+        are (0 when nothing is persisted)."""
+        return self.persisted.count() if self.persisted is not None else 0
+
     def release(self) -> None:
         if self.persisted is not None:
             self.persisted.unpersist()

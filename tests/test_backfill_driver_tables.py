@@ -1,12 +1,12 @@
 """A backfill's late records and metrics computed in the driver are the rows Spark's computation
 writes: the same tables, row for row, either way (standard windows from the log, sessions'
-metrics from the assignments they keep)."""
+assignments taken to the driver and written there, and their metrics counted from them)."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobs import fast_writes, tables
+from jobs import backfill, fast_writes, tables
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.settings import PlatformSettings
@@ -53,8 +53,14 @@ def pipelines(spark, tmp_path_factory):
     return settings.platform.pipelines
 
 
-def _backfill(spark, pipeline, in_driver: bool, monkeypatch, *days: str | None) -> dict:
+def _backfill(spark, pipeline, in_driver: bool, monkeypatch, *days: str | None,
+              assignments_in_driver: bool | None = None) -> dict:
+    """``assignments_in_driver`` (default: as ``in_driver``): whether a keyed pipeline's
+    assignments are taken to the driver, or written by Spark and read back for metrics."""
+    if assignments_in_driver is None:
+        assignments_in_driver = in_driver
     monkeypatch.setattr(driver_tables, "DRIVER_RECORDS", 10**12 if in_driver else -1)
+    monkeypatch.setattr(backfill, "DRIVER_ASSIGNMENTS", 10**12 if assignments_in_driver else -1)
     said: list[str] = []
     report = run_backfill(spark, pipeline, *days, progress=said.append)
     found = output_tables(spark, pipeline)
@@ -79,13 +85,18 @@ def test_the_driver_writes_what_spark_writes(spark, pipelines, monkeypatch, name
     by_spark = _backfill(spark, pipeline, False, monkeypatch, *days)
     by_driver = _backfill(spark, pipeline, True, monkeypatch, *days)
     kept = [tables.WINDOW_ASSIGNMENTS] if name == "sessions" else []
+    # sessions past the driver's share of assignments: Spark writes them, the driver reads
+    # them back for the metrics
+    others = [_backfill(spark, pipeline, True, monkeypatch, *days,
+                        assignments_in_driver=False)] if name == "sessions" else []
     for table in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS, *kept):
-        expected, got = by_spark["tables"][table], by_driver["tables"][table]
+        expected = by_spark["tables"][table]
         assert len(expected) > 0 or (name, table) == ("lenient", tables.LATE_RECORDS), table
-        assert list(got.columns) == list(expected.columns), table
-        # dtypes too: a column written by deltalake reads back as Spark's
-        assert got.dtypes.to_dict() == expected.dtypes.to_dict(), table
-        assert got.to_dict("records") == expected.to_dict("records"), table
+        for got in (by_driver["tables"][table], *(other["tables"][table] for other in others)):
+            assert list(got.columns) == list(expected.columns), table
+            # dtypes too: a column written by deltalake reads back as Spark's
+            assert got.dtypes.to_dict() == expected.dtypes.to_dict(), table
+            assert got.to_dict("records") == expected.to_dict("records"), table
     late = by_spark["tables"][tables.LATE_RECORDS]
     assert (len(late) > 10) == (name != "lenient")
     assert by_driver["report"].metrics == by_spark["report"].metrics

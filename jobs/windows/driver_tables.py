@@ -17,13 +17,15 @@ one core, and Spark scales out), so larger ranges stay with Spark.
 
 Pipelines the operator library runs per key keep each record's fate in the
 ``window_assignments`` table, and their metrics are a function of it: :func:`assigned_metrics`
-computes them in the driver from the table's days, for the backfill (once it wrote them) and the
-live sink alike.
+computes them in the driver from the table's days, for the live sink and a backfill too large
+to take its assignments to the driver (once it wrote them); a smaller backfill counts them from
+the very rows it writes (:func:`metrics_of_assignments`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,26 +156,46 @@ def assigned_metrics(assignments_path: str, version: int | None, quarantine_path
     ``jobs.window_tables.day_metrics`` gives over the same rows."""
     from deltalake import DeltaTable
 
+    batches: Iterable[pa.RecordBatch] = ()
+    if table_exists(assignments_path):
+        dataset = DeltaTable(delta_uri(assignments_path), version=version).to_pyarrow_dataset()
+        batches = dataset.to_batches(columns=list(ASSIGNMENT_COLUMNS),
+                                     filter=_within(first_day, last_day))
+    return metrics_of_assignments(batches, quarantine_path, time_zone, first_day, last_day,
+                                  metrics_schema)
+
+
+def _within(first_day: str, last_day: str) -> pc.Expression:
+    day = pc.field("window_end_date")
+    return (day >= dt.date.fromisoformat(first_day)) & (day <= dt.date.fromisoformat(last_day))
+
+
+def metrics_of_assignments(batches: Iterable[pa.RecordBatch], quarantine_path: str,
+                           time_zone: str, first_day: str, last_day: str,
+                           metrics_schema: pa.Schema) -> pa.Table:
+    """:func:`assigned_metrics` over assignment rows already at hand (a backfill's, before
+    or while it writes them), ``batches`` holding only rows of ``[first_day, last_day]``."""
     days = DayCalendar(dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day),
                        time_zone).days
     held = {day: DayTally() for day in days}
-    if table_exists(assignments_path):
-        dataset = DeltaTable(delta_uri(assignments_path), version=version).to_pyarrow_dataset()
-        day = pc.field("window_end_date")
-        for batch in dataset.to_batches(columns=list(ASSIGNMENT_COLUMNS),
-                                        filter=(day >= days[0]) & (day <= days[-1])):
-            if not batch.num_rows:
-                continue
-            fate = fate_codes(batch.column("fate"))
-            event, ingest, watermark = (
-                batch.column(name).to_numpy().astype(np.int64, copy=False)
-                for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
-            # a partition column: dictionary-encoded as the dataset reads it
-            end_day = pc.cast(batch.column("window_end_date"), pa.date32())
-            _fold(held, fate_tallies(fate, end_day.to_numpy(zero_copy_only=False), event,
-                                     ingest, watermark, _EMPTY, time_zone, days))
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        fate = fate_codes(batch.column("fate"))
+        event, ingest, watermark = (
+            batch.column(name).to_numpy().astype(np.int64, copy=False)
+            for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
+        # a partition column: dictionary-encoded as a dataset reads it
+        end_day = pc.cast(batch.column("window_end_date"), pa.date32())
+        _fold(held, fate_tallies(fate, end_day.to_numpy(zero_copy_only=False), event,
+                                 ingest, watermark, _EMPTY, time_zone, days))
     _fold(held, fate_tallies(_EMPTY, np.empty(0, "datetime64[D]"), _EMPTY, _EMPTY, _EMPTY,
                              _quarantined(quarantine_path, first_day, last_day), time_zone,
                              days))
     rows = [held[day].row(day) for day in days if not held[day].empty]
     return pa.Table.from_pylist(rows, metrics_schema)
+
+
+def within_days(data: pa.Table, first_day: str, last_day: str) -> pa.Table:
+    """The rows of ``data`` whose window ends on ``[first_day, last_day]``."""
+    return data.filter(_within(first_day, last_day))

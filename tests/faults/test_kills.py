@@ -113,8 +113,9 @@ def test_the_live_stream_killed_again_and_again_loses_and_doubles_nothing(spark,
 
 
 def test_a_backfill_killed_mid_write_and_run_again_is_exact(spark, source, tmp_path):
-    """Session windows: the keyed backfill writes four tables (assignments first), so a kill
-    can fall between any two of them, or inside one."""
+    """Session windows: the keyed backfill writes four tables (the assignments and metrics
+    from the driver while Spark writes the results and late records), so a kill can fall
+    between any two of them, or inside one."""
     pipelines = {"sessions": SESSIONS}
     expected_env = copy_log(source, tmp_path / "clean", pipelines)
     run_backfill(spark, pipelines_of(expected_env)["sessions"], **QUIET)

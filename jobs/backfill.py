@@ -208,7 +208,8 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
                                  f"{outputs.last_day}"):
             if outputs.keeps_assignments:
                 emitted = outputs.materialise()
-                write_metrics = writes.pop(tables.LATE_DATA_METRICS)
+                writes.pop(tables.LATE_DATA_METRICS, None)  # written with the assignments
+                write_metrics = through_spark(tables.LATE_DATA_METRICS, outputs.metrics)
                 if emitted <= DRIVER_ASSIGNMENTS:
                     writes[tables.WINDOW_ASSIGNMENTS] = lambda: _driver_assignments_write(
                         pipeline, outputs, said)
@@ -237,7 +238,8 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
 DRIVER_ASSIGNMENTS = 2_000_000
 """The most rows (panes, late rows, assignments) a keyed backfill computed whose assignments
 the driver takes to write them and count their metrics itself (about 100 bytes each in
-Arrow); more are written by Spark and read back for the metrics."""
+Arrow). Past it Spark writes the assignments, and the driver reads them back for the metrics
+(Spark computes those too past ``driver_tables.DRIVER_RECORDS``)."""
 
 
 def _driver_assignments_write(pipeline: Pipeline, outputs: WindowOutputs,
@@ -253,7 +255,7 @@ def _driver_assignments_write(pipeline: Pipeline, outputs: WindowOutputs,
                               last=outputs.last_day, partition_by=["window_end_date"])
     said(tables.WINDOW_ASSIGNMENTS, data.num_rows)
     metrics = driver_tables.metrics_of_assignments(
-        driver_tables.within_days(data, outputs.first_day, outputs.last_day).to_batches(),
+        data.to_batches(),  # the backfill's days only (WindowOutputs.assigned)
         pipeline.table_path(tables.QUARANTINE), pipeline.time_zone, outputs.first_day,
         outputs.last_day, fast_writes.arrow_schema(outputs.metrics.schema))
     fast_writes.replace_range(pipeline.table_path(tables.LATE_DATA_METRICS), metrics,

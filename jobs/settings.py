@@ -377,24 +377,24 @@ def describe(error: ValidationError) -> str:
     """A pydantic error as one line per problem, each naming the variable. A setting that
     takes one of several forms (``auto`` or a number) gets one line saying every form it
     takes, not a line per form that the value is not."""
-    lines: list[str] = []
+    lines: list[tuple[str, bool]] = []  # (message, or the setting's name; is it a name)
     forms: dict[str, list[str]] = {}
     given_to: dict[str, Any] = {}
     for problem in error.errors():
         location = problem.get("loc") or ()
         if not location:  # a check across fields: its message names them
-            lines.append(problem.get("msg", "invalid").removeprefix("Value error, "))
+            lines.append((problem.get("msg", "invalid").removeprefix("Value error, "), False))
             continue
         name = str(location[0])
         if name in PlatformSettings.model_fields:
             name = f"PLATFORM_{variable_of(name)}"
         if name not in forms:
-            lines.append(name)  # a place kept for the setting's line, in pydantic's order
+            lines.append((name, True))  # the setting's place, in pydantic's order
         forms.setdefault(name, []).append(
             problem.get("msg", "invalid").removeprefix("Value error, "))
         given_to[name] = problem.get("input")
-    return "; ".join(_setting_line(line, forms[line], given_to[line]) if line in forms
-                     else line for line in lines)
+    return "; ".join(_setting_line(text, forms[text], given_to[text]) if is_setting
+                     else text for text, is_setting in lines)
 
 
 _SHOULD_BE = "Input should be "
@@ -414,7 +414,7 @@ def _setting_line(name: str, messages: list[str], given: Any) -> str:
                         for m in messages]
         message = _SHOULD_BE + " or ".join(dict.fromkeys(alternatives))
     else:
-        message = "; ".join(dict.fromkeys(messages))
+        message = " and ".join(dict.fromkeys(messages))
     shown = isinstance(given, dict) or repr(given) in message
     return f"{name}: {message}" if shown else f"{name}: {message} (got {given!r})"
 

@@ -53,6 +53,13 @@ def pipelines(spark, tmp_path_factory):
     return settings.platform.pipelines
 
 
+def _noted(function, name: str, ran: list[str]):
+    def noted(*args, **kwargs):
+        ran.append(name)
+        return function(*args, **kwargs)
+    return noted
+
+
 def _backfill(spark, pipeline, in_driver: bool, monkeypatch, *days: str | None,
               assignments_in_driver: bool | None = None) -> dict:
     """``assignments_in_driver`` (default: as ``in_driver``): whether a keyed pipeline's
@@ -61,8 +68,16 @@ def _backfill(spark, pipeline, in_driver: bool, monkeypatch, *days: str | None,
         assignments_in_driver = in_driver
     monkeypatch.setattr(driver_tables, "DRIVER_RECORDS", 10**12 if in_driver else -1)
     monkeypatch.setattr(backfill, "DRIVER_ASSIGNMENTS", 10**12 if assignments_in_driver else -1)
+    ran: list[str] = []  # which of the keyed backfill's driver paths wrote
+    for path in ("_driver_assignments_write", "_assigned_metrics_write"):
+        monkeypatch.setattr(backfill, path, _noted(getattr(backfill, path), path, ran))
     said: list[str] = []
     report = run_backfill(spark, pipeline, *days, progress=said.append)
+    if pipeline.spec.is_standard_window:
+        assert ran == []
+    else:
+        assert ran == (["_driver_assignments_write"] if assignments_in_driver else
+                       ["_assigned_metrics_write"] if in_driver else [])
     found = output_tables(spark, pipeline)
     assignments = pipeline.table_path(tables.WINDOW_ASSIGNMENTS)
     if pipeline.spec.is_standard_window:

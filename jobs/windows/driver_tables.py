@@ -195,7 +195,3 @@ def metrics_of_assignments(batches: Iterable[pa.RecordBatch], quarantine_path: s
     rows = [held[day].row(day) for day in days if not held[day].empty]
     return pa.Table.from_pylist(rows, metrics_schema)
 
-
-def within_days(data: pa.Table, first_day: str, last_day: str) -> pa.Table:
-    """The rows of ``data`` whose window ends on ``[first_day, last_day]``."""
-    return data.filter(_within(first_day, last_day))

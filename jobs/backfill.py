@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -250,19 +251,23 @@ def _driver_assignments_write(pipeline: Pipeline, outputs: WindowOutputs,
     other write of a sessions backfill."""
     schema = fast_writes.arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA)
     data = outputs.assigned.toArrow().select(schema.names).cast(schema)
-    fast_writes.replace_range(pipeline.table_path(tables.WINDOW_ASSIGNMENTS), data,
-                              column="window_end_date", first=outputs.first_day,
-                              last=outputs.last_day, partition_by=["window_end_date"])
-    said(tables.WINDOW_ASSIGNMENTS, data.num_rows)
+    _replace_days(pipeline, tables.WINDOW_ASSIGNMENTS, data, outputs, said)
     metrics = driver_tables.metrics_of_assignments(
         data.to_batches(),  # the backfill's days only (WindowOutputs.assigned)
         pipeline.table_path(tables.QUARANTINE), pipeline.time_zone, outputs.first_day,
         outputs.last_day, fast_writes.arrow_schema(outputs.metrics.schema))
-    fast_writes.replace_range(pipeline.table_path(tables.LATE_DATA_METRICS), metrics,
-                              column="window_end_date", first=outputs.first_day,
-                              last=outputs.last_day, partition_by=["window_end_date"])
-    said(tables.LATE_DATA_METRICS, metrics.num_rows)
+    _replace_days(pipeline, tables.LATE_DATA_METRICS, metrics, outputs, said)
     return data.num_rows
+
+
+def _replace_days(pipeline: Pipeline, name: str, data: pa.Table, outputs: WindowOutputs,
+                  said: Callable[[str, int], int]) -> int:
+    """The table's days of the backfill replaced by ``data`` in one commit through
+    ``deltalake`` (rows the driver computed), and said; the rows written."""
+    fast_writes.replace_range(pipeline.table_path(name), data, column="window_end_date",
+                              first=outputs.first_day, last=outputs.last_day,
+                              partition_by=["window_end_date"])
+    return said(name, data.num_rows)
 
 
 def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs,
@@ -274,10 +279,7 @@ def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs
         path, tagged_version(path, tag), pipeline.table_path(tables.QUARANTINE),
         pipeline.time_zone, outputs.first_day, outputs.last_day,
         fast_writes.arrow_schema(outputs.metrics.schema))
-    fast_writes.replace_range(pipeline.table_path(tables.LATE_DATA_METRICS), data,
-                              column="window_end_date", first=outputs.first_day,
-                              last=outputs.last_day, partition_by=["window_end_date"])
-    return said(tables.LATE_DATA_METRICS, data.num_rows)
+    return _replace_days(pipeline, tables.LATE_DATA_METRICS, data, outputs, said)
 
 
 def _in_driver(pipeline: Pipeline, version: int, first_day: str, last_day: str) -> bool:
@@ -301,10 +303,7 @@ def _driver_writes(pipeline: Pipeline, version: int, outputs: WindowOutputs,
                              fast_writes.arrow_schema(outputs.metrics.schema))
     for name, data in ((tables.LATE_RECORDS, found.late),
                        (tables.LATE_DATA_METRICS, found.metrics)):
-        fast_writes.replace_range(pipeline.table_path(name), data, column="window_end_date",
-                                  first=outputs.first_day, last=outputs.last_day,
-                                  partition_by=["window_end_date"])
-        said(name, data.num_rows)
+        _replace_days(pipeline, name, data, outputs, said)
     return found.late.num_rows
 
 

@@ -194,4 +194,3 @@ def metrics_of_assignments(batches: Iterable[pa.RecordBatch], quarantine_path: s
                              days))
     rows = [held[day].row(day) for day in days if not held[day].empty]
     return pa.Table.from_pylist(rows, metrics_schema)
-

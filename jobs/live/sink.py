@@ -598,6 +598,7 @@ class StreamSink:
         # the driver once, in packs (jobs/runtime/packing.py), and is written from there
         # (jobs/fast_writes.py)
         rows = unpack_output(batch.toArrow(), self.output_schema).to_pandas()
+        computed = time.monotonic()  # Spark's part: the micro-batch's stages run by toArrow
         if rows.empty:
             return  # a batch with no output at all
         parts = [pipeline_rows(rows, index, sink.key, sink.pipeline.spec)
@@ -620,6 +621,7 @@ class StreamSink:
                  "panes": sum(s["panes"] for s in written.values()),
                  "late_records": sum(s["late_records"] for s in written.values()),
                  "seconds": round(time.monotonic() - started, 3), "written_at": time.time(),
+                 "spark_seconds": round(computed - started, 3),
                  "pipelines": {name: {k: s[k] for k in ("panes", "late_records")}
                                for name, s in written.items()}}
         self.batches.append(batch)
@@ -632,7 +634,9 @@ class StreamSink:
         each = "; ".join(f"{name} {s['panes']} panes, {s['late_records']} late"
                          for name, s in written.items())
         self.progress(f"live {self.stream.name}: batch {batch_id}: {batch['records']} records, "
-                      f"watermark {batch['watermark_ms']}, {batch['seconds']:.1f} s{behind}: "
+                      f"watermark {batch['watermark_ms']}, {batch['seconds']:.1f} s (Spark "
+                      f"{batch['spark_seconds']:.1f} s, tables "
+                      f"{batch['seconds'] - batch['spark_seconds']:.1f} s){behind}: "
                       f"{each}")
         for sink in self.sinks:
             sink.after_batch()

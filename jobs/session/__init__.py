@@ -42,6 +42,12 @@ LOCAL_CONFIGS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # a micro-batch's state commit writes the changed keys (a changelog file per state store),
+    # not a RocksDB snapshot copied into the checkpoint; snapshots are made in the background
+    # every few batches. Measured at 80,000 events/s: the live stage's commit 527 -> 241 ms a
+    # micro-batch, the micro-batch 2.2 -> 1.8 s (benchmarks/RESULTS.md). Spark restores state
+    # from the last snapshot plus the changelogs after it, so a restart sees the same state.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.driver.memory": "4g",
 }
 

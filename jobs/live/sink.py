@@ -583,8 +583,9 @@ class StreamSink:
     """The stream's output rows, which come packed (jobs/runtime/packing.py)."""
     progress: Callable[[str], None] = print
     batches: list[dict] = field(default_factory=list)
-    """One per micro-batch written: its id, records, arrival range, and per pipeline its
-    panes and late rows."""
+    """One per micro-batch written: its id, records, arrival range, per pipeline its panes
+    and late rows, and its time (``seconds``; ``spark_seconds`` of it until Spark handed the
+    output to the driver, the rest unpacking and writing the tables)."""
     arrival_end: Callable[[], int] | None = None
     """The next arrival position ingest will give (the long-running job's ingest knows it):
     the progress line says how far the stream is behind the arrival log."""
@@ -597,8 +598,9 @@ class StreamSink:
         # the batch's output (panes, late rows, window assignments, progress rows) comes to
         # the driver once, in packs (jobs/runtime/packing.py), and is written from there
         # (jobs/fast_writes.py)
-        rows = unpack_output(batch.toArrow(), self.output_schema).to_pandas()
-        computed = time.monotonic()  # Spark's part: the micro-batch's stages run by toArrow
+        packed = batch.toArrow()  # runs the micro-batch's stages
+        computed = time.monotonic()  # Spark's part ends here; unpacking is the driver's
+        rows = unpack_output(packed, self.output_schema).to_pandas()
         if rows.empty:
             return  # a batch with no output at all
         parts = [pipeline_rows(rows, index, sink.key, sink.pipeline.spec)

@@ -44,8 +44,9 @@ LOCAL_CONFIGS = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     # a micro-batch's state commit writes the changed keys (a changelog file per state store),
     # not a RocksDB snapshot copied into the checkpoint; snapshots are made in the background
-    # every few batches. Measured at 80,000 events/s: the live stage's commit 527 -> 241 ms a
-    # micro-batch, the micro-batch 2.2 -> 1.8 s (benchmarks/RESULTS.md). Spark restores state
+    # every few batches. Measured at 80,000 events/s: the state operator's commit time (summed
+    # over its state stores) 527-544 -> 241-287 ms a micro-batch, the trigger 2.2 -> 1.8-2.0 s
+    # (benchmarks/RESULTS.md). PLATFORM_SPARK_CONF can turn it off. Spark restores state
     # from the last snapshot plus the changelogs after it, so a restart sees the same state.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.driver.memory": "4g",

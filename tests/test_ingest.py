@@ -108,7 +108,8 @@ def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, pla
                                  "received_at": SMALL.start_ms + 10}) + "\n")
     monkeypatch.setattr(IngestLog, "write_commit", original)
 
-    resumed = ingest(spark, stream, progress=_quiet)
+    # one batch: the crashed one (``ingest`` would go on to the new file as batch 1)
+    resumed = ingest_module.Ingestor(spark, stream, _quiet).run_once()
     assert resumed.resumed and resumed.batch_id == 0
     after = _table(spark, stream, tables.ARRIVAL_LOG)
     assert len(after) == len(crashed)

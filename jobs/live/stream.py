@@ -495,13 +495,17 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
     report = LiveReport(stream=stream.name)
     arrival_end = [0]
 
-    def ingest_once() -> None:
+    def ingest_once() -> bool:
+        """One ingest batch; whether it left landing bytes (or topic records) for the next,
+        which then starts without waiting for the poll."""
         result = ingestor.run_once()
-        if result.batch_id is not None:
-            arrival_end[0] = max(arrival_end[0], result.first_seq + result.records)
-            report.ingested += result.records
-            if on_ingest is not None:
-                on_ingest(result)
+        if result.batch_id is None:
+            return False
+        arrival_end[0] = max(arrival_end[0], result.first_seq + result.records)
+        report.ingested += result.records
+        if on_ingest is not None:
+            on_ingest(result)
+        return ingestor.capped
 
     ingest_once()  # the stream needs an arrival log: wait for the first landing file
     deadline = time.monotonic() + duration_s if duration_s else None
@@ -558,7 +562,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            ingest_once()  # an idle ingest says so every 10 s (ingest_progress)
+            behind = ingest_once()  # an idle ingest says so every 10 s (ingest_progress)
             for name, catch_up in list(catching_up.items()):
                 if catch_up.check(arrival_end[0]):
                     done = rollout.switch_if_pending(catch_up.pipeline,
@@ -581,7 +585,8 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
             if watcher is not None:
                 for run in watcher.new_runs(running, buckets):
                     start(run)
-            stop.wait(poll_s)
+            if not behind:
+                stop.wait(poll_s)
         for each in running:
             _raise_failure(each.query)
         for each in running:

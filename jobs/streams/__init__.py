@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    ByteSize,
     ConfigDict,
+    Field,
     PositiveInt,
     ValidationError,
     field_validator,
@@ -44,6 +46,10 @@ if TYPE_CHECKING:
 STREAM_TABLES = (tables.ARRIVAL_LOG, tables.QUARANTINE)
 """The tables a stream's ingest writes (every other table belongs to a pipeline)."""
 
+
+MAX_BYTES_PER_BATCH = 64 * 2**20
+"""A landing stream's default ``max_bytes_per_batch`` (64 MiB): about 700,000 lines of
+bench_live's events, a few seconds of ingest on two cores (benchmarks/RESULTS.md)."""
 
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "key.password", "ssl.key")
 
@@ -139,6 +145,11 @@ class StreamSpec(BaseModel):
     """A folder or a Hadoop URI; default ``<PLATFORM_LANDING>/<name>`` (landing streams)."""
     kafka: KafkaSettings | None = None
     """Where a Kafka stream's records come from (``kind: kafka``)."""
+    max_bytes_per_batch: Annotated[ByteSize, Field(gt=0)] = ByteSize(MAX_BYTES_PER_BATCH)
+    """A landing stream's ingest batch takes at most this many new landing bytes (at least one
+    file), the files that landed first first (as Spark's ``maxBytesPerTrigger``): a stream far
+    behind its folder catches up in batches of bounded size, and the live stage gets each
+    batch while ingest reads the next, instead of one batch of the whole backlog."""
     description: str | None = None
     watermark: WatermarkSpec
 
@@ -150,6 +161,9 @@ class StreamSpec(BaseModel):
             raise ValueError("landing: belongs to kind: landing, not kafka")
         if self.kind == "landing" and self.kafka is not None:
             raise ValueError("kafka: belongs to kind: kafka (set kind: kafka)")
+        if self.kind == "kafka" and "max_bytes_per_batch" in self.model_fields_set:
+            raise ValueError("max_bytes_per_batch belongs to kind: landing; a Kafka stream's "
+                             "batches are bounded by kafka.max_records_per_batch")
         return self
 
     @field_validator("watermark", mode="before")
@@ -284,10 +298,7 @@ def ingestor(spark, stream: Stream, progress=print, patient: bool = False):
 
 
 def ingest(spark, stream: Stream, progress=print):
-    """What is new in the stream since the last ingest: one batch of a landing folder; as
-    many batches as a Kafka topic needs to catch up (``max_records_per_batch`` each), their
-    report as one."""
-    reader = ingestor(spark, stream, progress)
-    if stream.spec.kind == "kafka":
-        return reader.run_until_caught_up()
-    return reader.run_once()
+    """What is new in the stream since the last ingest: as many batches as it takes to catch
+    up (a landing folder's of at most ``max_bytes_per_batch`` each, a Kafka topic's of
+    ``max_records_per_batch``), their report as one."""
+    return ingestor(spark, stream, progress).run_until_caught_up()

@@ -27,7 +27,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ from jobs.streams.landing import (
     IngestReport,
     arrival_table,
     quarantine_table,
+    until_caught_up,
 )
 from jobs.streams.landing.batch import (
     _CLOCK_RANGE,
@@ -139,7 +140,7 @@ class KafkaIngestor:
         self.rules = IngestRules("wall", settings.max_future_ms, settings.max_past_ms,
                                  settings.max_line_bytes, stream.watermark)
         self.plans: dict[int, KafkaPlan] = {}
-        self._capped = False
+        self.capped = False
         """Whether the last planned batch left records of the topics for the next one."""
         self.commits: dict[int, Commit] = {}
         check_stream_mark(stream, remember=True)
@@ -177,7 +178,7 @@ class KafkaIngestor:
         self._refresh()
         pending = sorted(set(self.plans) - set(self.commits))
         if pending:
-            self._capped = True  # records may have come after it: plan again once it is done
+            self.capped = True  # records may have come after it: plan again once it is done
             return self.plans[pending[0]], True
         positions = self._positions()
         ranges: dict[str, list[int]] = {}
@@ -203,7 +204,7 @@ class KafkaIngestor:
                 f"them: {'; '.join(lost)}. Nothing was ingested; to go on past the gap and "
                 "record it, set kafka.accept_data_loss: true in "
                 f"{self.stream.path}")
-        self._capped = any(part.name in ranges and ranges[part.name][1] < part.high
+        self.capped = any(part.name in ranges and ranges[part.name][1] < part.high
                            for part in known)
         if not ranges and not gaps:
             return None, False
@@ -250,17 +251,7 @@ class KafkaIngestor:
     def run_until_caught_up(self) -> IngestReport:
         """Batches until the topics hold nothing more than the last one took (a backlog
         larger than ``max_records_per_batch`` takes several), reported as one."""
-        reports = []
-        while True:
-            report = self.run_once()
-            if report.batch_id is None:
-                break
-            reports.append(report)
-            if not self._capped:
-                break
-        if not reports:
-            return report
-        return _merged(reports)
+        return until_caught_up(self, files=max)
 
     def _run_once(self) -> IngestReport:
         started = time.monotonic()
@@ -461,23 +452,6 @@ class KafkaIngestor:
             location = self.stream.table_path(name)
             if data.num_rows or not fast_writes.table_exists(location):
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
-
-
-def _merged(reports: list[IngestReport]) -> IngestReport:
-    """Consecutive batches' reports as one: the counts added, the last watermark."""
-    reasons: dict[str, int] = {}
-    timings: dict[str, float] = {}
-    for report in reports:
-        for reason, count in report.reasons.items():
-            reasons[reason] = reasons.get(reason, 0) + count
-        for name, seconds in report.timings.items():
-            timings[name] = timings.get(name, 0.0) + seconds
-    last = reports[-1]
-    return replace(last, files=max(r.files for r in reports),
-                   records=sum(r.records for r in reports),
-                   quarantined=sum(r.quarantined for r in reports), reasons=reasons,
-                   resumed=any(r.resumed for r in reports), first_seq=reports[0].first_seq,
-                   seconds=sum(r.seconds for r in reports), timings=timings)
 
 
 def _broker_gone(error: BaseException) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -157,6 +157,8 @@ class Ingestor:
         """name -> (size, mtime) seen unchanged since its last part (not re-hashed)."""
         self.plans: dict[int, Plan] = {}
         self.commits: dict[int, Commit] = {}
+        self.capped = False
+        """Whether the last planned batch left landing bytes for the next one."""
         self._check_not_stale()
         check_stream_mark(stream, remember=True)
 
@@ -236,6 +238,23 @@ class Ingestor:
         return part is None or (landed.size, landed.mtime_ns) not in (
             (part.size, part.mtime_ns), self.verified.get(landed.name))
 
+    def _first_landed(self, looks: list[LandedFile]) -> tuple[list[LandedFile], bool]:
+        """The files a batch looks at: those that landed first (by modification time) within
+        the stream's ``max_bytes_per_batch`` of new bytes, at least one, in name order as
+        ever; and whether any were left for the next batch."""
+        limit = self.stream.spec.max_bytes_per_batch
+        taken: set[str] = set()
+        total = 0
+        for landed_file in sorted(looks, key=lambda f: (f.mtime_ns, f.name)):
+            part = self.known.get(landed_file.name)
+            new = landed_file.size - part.size \
+                if part is not None and landed_file.size >= part.size else landed_file.size
+            if taken and total + new > limit:
+                break
+            taken.add(landed_file.name)
+            total += new
+        return [f for f in looks if f.name in taken], len(taken) < len(looks)
+
     def _part_for(self, landed: LandedFile, facts: FileFacts) -> FilePart | None:
         """The part of a landed file a new batch takes, or None when nothing is new."""
         part = self.known.get(landed.name)
@@ -285,6 +304,7 @@ class Ingestor:
         self._refresh()
         pending = self._pending()
         if pending is not None:
+            self.capped = True  # files may have landed after it: plan again once it is done
             return pending, 0, True
         try:
             landed, deferred = list_landing(self.landing, self.settings.landing_settle_ms)
@@ -292,7 +312,8 @@ class Ingestor:
             raise LandingReadError(_unreadable(error)) from None
         parts: list[FilePart] = []
         hashes: dict[str, str] = {}
-        looks = [landed_file for landed_file in landed if self._needs_look(landed_file)]
+        looks, self.capped = self._first_landed(
+            [landed_file for landed_file in landed if self._needs_look(landed_file)])
         facts = self._facts(looks) if looks else {}
         for landed_file in looks:
             if landed_file.name not in facts:
@@ -367,6 +388,11 @@ class Ingestor:
         self.progress(report.summary())
         return report
 
+    def run_until_caught_up(self) -> IngestReport:
+        """Batches until the landing folder holds nothing more than the last one took (a
+        backlog beyond ``max_bytes_per_batch`` takes several), reported as one."""
+        return until_caught_up(self, files=sum)
+
     def _run_on_spark(self, plan: Plan) -> tuple[Commit, dict[str, float]]:
         """Read, parse and append the batch with Spark's executors (``on_spark.py``)."""
         done = on_spark.ingest_batch(
@@ -389,12 +415,42 @@ class Ingestor:
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
 
 
+def until_caught_up(ingestor: Any, files: Callable[[list[int]], int]) -> IngestReport:
+    """``ingestor.run_once()`` until a batch leaves nothing for the next (its ``capped``), the
+    batches' reports as one: the counts added, the last watermark; ``files`` combines their
+    counts of files (a landing batch's are new each time, a Kafka batch's are partitions)."""
+    reports = []
+    while True:
+        report = ingestor.run_once()
+        if report.batch_id is None:
+            break
+        reports.append(report)
+        if not ingestor.capped:
+            break
+    if not reports:
+        return report
+    reasons: dict[str, int] = {}
+    timings: dict[str, float] = {}
+    for each in reports:
+        for reason, count in each.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+        for name, seconds in each.timings.items():
+            timings[name] = timings.get(name, 0.0) + seconds
+    return replace(reports[-1], files=files([r.files for r in reports]),
+                   records=sum(r.records for r in reports),
+                   quarantined=sum(r.quarantined for r in reports), reasons=reasons,
+                   resumed=any(r.resumed for r in reports), first_seq=reports[0].first_seq,
+                   seconds=sum(r.seconds for r in reports), timings=timings,
+                   appended=sum(r.appended for r in reports),
+                   changed=sum(r.changed for r in reports))
+
+
 def ingest(spark: SparkSession | None, stream: Stream,
            progress: Callable[[str], None] = print) -> IngestReport:
-    """Ingest the stream's landing files not yet in its arrival log, as one batch. ``spark``
-    may be None for a local warehouse (only remote files need the JVM's Hadoop
-    FileSystem)."""
-    return Ingestor(spark, stream, progress).run_once()
+    """Ingest the stream's landing files not yet in its arrival log: one batch, or as many as
+    ``max_bytes_per_batch`` makes it. ``spark`` may be None for a local warehouse (only remote
+    files need the JVM's Hadoop FileSystem)."""
+    return Ingestor(spark, stream, progress).run_until_caught_up()
 
 
 def _unreadable(error: OSError) -> str:

@@ -1,0 +1,124 @@
+"""A landing backlog is ingested in batches of bounded size (``max_bytes_per_batch``), the files
+that landed first first, with nothing lost, doubled or reordered within a file, and the
+watermark state carried from batch to batch. No Spark: ingest writes through ``deltalake``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from jobs import tables
+from jobs.errors import SettingsError
+from jobs.settings import PlatformSettings
+from jobs.storage import Files
+from jobs.streams import ingest
+from jobs.streams.landing.log import IngestLog
+from operators.watermarks import assign_watermarks
+from tests.platform_home import PER_MINUTE, write_pipelines
+
+START = 1_767_225_600_000  # 2026-01-01
+WATERMARK = {"strategy": "bounded_out_of_orderness", "max_out_of_orderness": "5s",
+             "idle_timeout": "1m"}
+
+
+def _home(tmp_path: Path, **stream: object) -> dict[str, str]:
+    streams = tmp_path / "streams"
+    streams.mkdir(exist_ok=True)
+    (streams / "events.yaml").write_text(json.dumps({"watermark": WATERMARK, **stream}))
+    pipelines = write_pipelines(tmp_path / "pipelines", {"per_minute": PER_MINUTE})
+    return {"PLATFORM_HOME": str(tmp_path / "home"), "PLATFORM_STREAMS": str(streams),
+            "PLATFORM_PIPELINES": str(pipelines)}
+
+
+def _land(stream, name: str, lines: list[dict], landed_s_ago: float) -> int:
+    """A finished landing file, modified ``landed_s_ago`` (past the settle time); its size."""
+    path = stream.landing_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    when = time.time() - landed_s_ago
+    os.utime(path, (when, when))
+    return path.stat().st_size
+
+
+def _lines(producer: int, file: int, count: int) -> list[dict]:
+    return [{"key": f"user-{(producer * 7 + i) % 5}",
+             "event_time": START + file * 60_000 + producer * 1_000 - i * 700,
+             "value": round(producer + i / 100, 2)} for i in range(count)]
+
+
+def _log(stream) -> list[dict]:
+    table = DeltaTable(stream.table_path(tables.ARRIVAL_LOG)).to_pyarrow_table()
+    return sorted(table.to_pylist(), key=lambda row: row["arrival_seq"])
+
+
+def test_a_backlog_beyond_the_limit_is_ingested_in_bounded_batches_landed_first_first(
+        tmp_path):
+    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch=2_500)) \
+        .platform.streams["events"]
+    landed: dict[str, tuple[float, int]] = {}
+    for file in range(4):
+        for producer in range(3):
+            name = f"producer-{producer}/f-{file}.jsonl"
+            # the files landed in turn, producer by producer; names do not sort that way
+            ago = 600.0 - file * 30 - producer * 10
+            landed[name] = (ago, _land(stream, name, _lines(producer, file, 16), ago))
+    assert all(800 < size <= 1_250 for _, size in landed.values())  # two files a batch
+
+    report = ingest(None, stream, progress=lambda _: None)
+
+    assert (report.records, report.files, report.quarantined) == (192, 12, 0)
+    assert ingest(None, stream, progress=lambda _: None).batch_id is None
+    log = IngestLog(Files(None), stream.folder)
+    batches = log.batch_ids(log.commits_folder)
+    assert len(batches) == 6
+    taken = [[part.name for part in log.plan(batch).files] for batch in batches]
+    assert all(sum(landed[name][1] for name in names) <= 2_500 for names in taken)
+    by_landing = sorted(landed, key=lambda name: -landed[name][0])
+    assert [name for names in taken for name in sorted(names, key=by_landing.index)] == \
+        by_landing
+    rows = _log(stream)
+    assert [row["arrival_seq"] for row in rows] == list(range(192))
+    assert sorted((row["source_file"], row["line_number"]) for row in rows) == \
+        sorted((name, n) for name in landed for n in range(1, 17))
+    for name in landed:  # a file's lines arrive in their order
+        numbers = [row["line_number"] for row in rows if row["source_file"] == name]
+        assert numbers == sorted(numbers)
+    # the watermark state carried between batches gives what one pass over the log gives
+    assert [row["watermark_ms"] for row in rows] == assign_watermarks(stream.watermark, [
+        (row["source_partition"], row["event_time_ms"], row["ingest_time_ms"],
+         json.loads(row["payload"])) for row in rows])
+
+
+def test_a_file_larger_than_the_limit_is_one_batch_of_its_own(tmp_path):
+    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
+        .platform.streams["events"]
+    big = _land(stream, "producer-0/big.jsonl", _lines(0, 0, 40), 300)
+    _land(stream, "producer-1/small.jsonl", _lines(1, 0, 2), 200)
+    assert big > 1_000
+
+    report = ingest(None, stream, progress=lambda _: None)
+
+    assert (report.records, report.files) == (42, 2)
+    log = IngestLog(Files(None), stream.folder)
+    assert [[part.name for part in log.plan(batch).files]
+            for batch in log.batch_ids(log.commits_folder)] == \
+        [["producer-0/big.jsonl"], ["producer-1/small.jsonl"]]
+
+
+@pytest.mark.parametrize(("stream", "said"), [
+    ({"max_bytes_per_batch": 0}, "max_bytes_per_batch: Input should be greater than 0"),
+    ({"max_bytes_per_batch": "lots"}, "max_bytes_per_batch: could not parse value and unit"),
+    ({"kind": "kafka", "kafka": {"bootstrap_servers": "127.0.0.1:9092", "topics": ["t"]},
+      "max_bytes_per_batch": "1MiB"},
+     "max_bytes_per_batch belongs to kind: landing; a Kafka stream's batches are bounded by "
+     "kafka.max_records_per_batch"),
+])
+def test_a_bad_limit_is_refused_naming_the_setting_and_the_file(tmp_path, stream, said):
+    with pytest.raises(SettingsError) as refused:
+        PlatformSettings.from_env(_home(tmp_path, **stream)).platform.streams  # noqa: B018
+    assert "events.yaml" in str(refused.value) and said in str(refused.value)

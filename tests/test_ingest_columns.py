@@ -196,3 +196,35 @@ def test_a_part_of_plain_good_lines_keeps_every_field():
     assert list(rows.good["ingest_time_ms"][:3]) == [PLANNED_AT, PLANNED_AT + 10,
                                                      PLANNED_AT + 20]
     assert list(rows.good["watermark_ms"][1:3]) == [PLANNED_AT - 5_001, PLANNED_AT - 5_000]
+
+
+def _long_file(length: int, stamp: int, bad: set[int], seed: int) -> list[bytes]:
+    """A producer's file of ``length`` lines stamped ``stamp``, the lines at ``bad`` broken."""
+    return [b"{broken" if i in bad else json.dumps(
+        {"key": f"user-{(seed + i) % 7}", "event_time": PLANNED_AT - 30_000 + (seed * i) % 9_000,
+         "value": round((seed + i) % 500 / 100, 2), "received_at": stamp},
+        separators=(",", ":")).encode() for i in range(length)]
+
+
+LONG_FILES = st.lists(st.builds(
+    lambda partition, length, stamp, bad, seed: (
+        partition, _long_file(length, PLANNED_AT + stamp, set(bad), seed), False),
+    st.sampled_from(["producer-0", "producer-1", "producer-2"]), st.integers(64, 200),
+    st.sampled_from([-3_000, -2_000, -1_000, 0]),
+    st.lists(st.integers(0, 199), max_size=4), st.integers(0, 50)), min_size=1, max_size=5)
+"""Producers' files of 64 to 200 lines, each stamped as a whole, arriving in turns by their
+stamps (so the arrival order interleaves the files in long runs), a few lines broken."""
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(files=LONG_FILES, watermark=WATERMARKS)
+def test_long_files_arriving_in_turns_give_the_line_by_line_rows(files, watermark):
+    rules = IngestRules("field:received_at", MAX_FUTURE, MAX_PAST, 200, watermark)
+    with tempfile.TemporaryDirectory() as home:
+        folder = Path(home)
+        parts = landed_parts(folder, files)
+        plan = Plan(3, tuple(parts), 0, PLANNED_AT, {})
+        expected = _reference_rows(
+            [line for part in parts for line in _reference_lines(folder, plan, part, rules)],
+            plan, rules)
+        assert _rows(batch_rows(folder, plan, rules)) == expected

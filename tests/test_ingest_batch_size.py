@@ -122,3 +122,24 @@ def test_a_bad_limit_is_refused_naming_the_setting_and_the_file(tmp_path, stream
     with pytest.raises(SettingsError) as refused:
         PlatformSettings.from_env(_home(tmp_path, **stream)).platform.streams  # noqa: B018
     assert "events.yaml" in str(refused.value) and said in str(refused.value)
+
+
+def test_files_touched_but_unchanged_do_not_keep_a_large_file_waiting(tmp_path):
+    """Files ingested before and touched since (their bytes unchanged) are looked at again
+    but bring no new bytes: a file larger than the limit that landed after them is still a
+    batch of its own, for a one-shot ingest as for the long-running job."""
+    env = _home(tmp_path, max_bytes_per_batch="1KB")
+    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    for producer in range(2):
+        _land(stream, f"producer-{producer}/early.jsonl", _lines(producer, 0, 3), 900)
+    assert ingest(None, stream, progress=lambda _: None).records == 6
+    for producer in range(2):  # touched: a later time, still before the large file's
+        path = stream.landing_dir / f"producer-{producer}/early.jsonl"
+        os.utime(path, (time.time() - 800, time.time() - 800))
+    big = _land(stream, "producer-0/large.jsonl", _lines(0, 1, 40), 300)
+    assert big > 1_000
+
+    report = ingest(None, stream, progress=lambda _: None)
+
+    assert (report.records, report.files) == (40, 1)
+    assert len(_log(stream)) == 46

@@ -240,8 +240,8 @@ class Ingestor:
 
     def _first_landed(self, looks: list[LandedFile]) -> tuple[list[LandedFile], bool]:
         """The files a batch looks at: those that landed first (by modification time) within
-        the stream's ``max_bytes_per_batch`` of new bytes, at least one, in name order as
-        ever; and whether any were left for the next batch."""
+        the stream's ``max_bytes_per_batch`` of new bytes, at least one file with new bytes,
+        in name order as ever; and whether any were left for the next batch."""
         limit = self.stream.spec.max_bytes_per_batch
         taken: set[str] = set()
         total = 0
@@ -249,7 +249,7 @@ class Ingestor:
             part = self.known.get(landed_file.name)
             new = landed_file.size - part.size \
                 if part is not None and landed_file.size >= part.size else landed_file.size
-            if taken and total + new > limit:
+            if total and total + new > limit:  # files bringing no new bytes do not count
                 break
             taken.add(landed_file.name)
             total += new

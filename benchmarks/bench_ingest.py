@@ -55,7 +55,8 @@ def _ingest(spark, landing: Path, home: Path, reader: str) -> tuple[float, int, 
     stream = Stream(events.name, events.spec.model_copy(update={"landing": str(landing)}),
                     events.path, settings)
     started = time.monotonic()
-    report = Ingestor(spark, stream, progress=lambda _: None).run_once()
+    # as a one-shot ingest runs: batches of at most max_bytes_per_batch on the driver
+    report = Ingestor(spark, stream, progress=lambda _: None).run_until_caught_up()
     return time.monotonic() - started, report.records, report.timings
 
 

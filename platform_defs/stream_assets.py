@@ -150,9 +150,10 @@ def _ingest_assets(stream: Stream, upstream: AssetKey, owners: list[str]) -> Ass
     )
     def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
                        spark: DeltaSparkResource):
-        """Append the landing files (or Kafka records) not yet ingested, as one batch (a
-        no-op when there are none); a landing folder that does not exist, or a broker that
-        does not answer, fails the run with the command line's message."""
+        """Append the landing files (or Kafka records) not yet ingested, in as many batches
+        as the stream's batch size takes (a no-op when there are none); a landing folder
+        that does not exist, or a broker that does not answer, fails the run with the
+        command line's message."""
         current = platform.stream(name)
         check_landing(current)
         report = ingest(spark.session(), current, progress=context.log.info)

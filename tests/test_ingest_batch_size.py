@@ -1,6 +1,7 @@
 """A landing backlog is ingested in batches of bounded size (``max_bytes_per_batch``), the files
 that landed first first, with nothing lost, doubled or reordered within a file, and the
-watermark state carried from batch to batch. No Spark: ingest writes through ``deltalake``."""
+watermark state carried from batch to batch. Ingest writes through ``deltalake``: only the
+last test, of the tables an increment computes after such a catch-up, needs Spark."""
 
 from __future__ import annotations
 
@@ -9,16 +10,20 @@ import os
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
 from jobs import tables
+from jobs.backfill import run_backfill
 from jobs.errors import SettingsError
+from jobs.live.increment import run_increment
 from jobs.settings import PlatformSettings
 from jobs.storage import Files
 from jobs.streams import ingest
 from jobs.streams.landing.log import IngestLog
 from operators.watermarks import assign_watermarks
+from tests.output_tables import output_tables
 from tests.platform_home import PER_MINUTE, write_pipelines
 
 START = 1_767_225_600_000  # 2026-01-01
@@ -127,7 +132,7 @@ def test_a_bad_limit_is_refused_naming_the_setting_and_the_file(tmp_path, stream
 def test_files_touched_but_unchanged_do_not_keep_a_large_file_waiting(tmp_path):
     """Files ingested before and touched since (their bytes unchanged) are looked at again
     but bring no new bytes: a file larger than the limit that landed after them is still a
-    batch of its own, for a one-shot ingest as for the long-running job."""
+    batch of its own, even for a one-shot ingest, which looks at them again each time."""
     env = _home(tmp_path, max_bytes_per_batch="1KB")
     stream = PlatformSettings.from_env(env).platform.streams["events"]
     for producer in range(2):
@@ -143,3 +148,44 @@ def test_files_touched_but_unchanged_do_not_keep_a_large_file_waiting(tmp_path):
 
     assert (report.records, report.files) == (40, 1)
     assert len(_log(stream)) == 46
+
+
+def test_a_catch_up_takes_only_the_files_that_landed_before_it_started(tmp_path):
+    """A one-shot ingest that catches up in several batches leaves a file modified after it
+    started to the next ingest (a folder that keeps filling does not keep it going)."""
+    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
+        .platform.streams["events"]
+    for file in range(3):
+        _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 600 - file * 10)
+    _land(stream, "producer-1/later.jsonl", _lines(1, 0, 5), -120)  # modified after the start
+
+    caught_up = ingest(None, stream, progress=lambda _: None)
+
+    assert (caught_up.records, caught_up.files, caught_up.batch_ids) == (36, 3, (0, 2))
+    later = stream.landing_dir / "producer-1/later.jsonl"
+    os.utime(later, (time.time() - 1, time.time() - 1))  # as it was before the next ingest
+    assert ingest(None, stream, progress=lambda _: None).records == 5
+
+
+@pytest.mark.spark
+def test_the_backfill_engine_after_a_catch_up_equals_a_backfill(spark, tmp_path):
+    """``run_increment`` (the landing sensor's job with the vectorised engine) recomputes the
+    days every batch of its ingest reached, not only the last batch's."""
+    env = _home(tmp_path, max_bytes_per_batch=1_500)  # two files a batch
+    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    for day in range(3):
+        for producer in range(2):
+            lines = [{"key": f"user-{producer}", "value": 1.5,
+                      "event_time": START + day * 86_400_000 + i * 61_000} for i in range(10)]
+            _land(stream, f"producer-{producer}/day-{day}.jsonl", lines, 900 - day * 60)
+
+    increment = run_increment(spark, stream, progress=lambda _: None, engine="backfill")
+
+    assert increment.ingest.batch_ids == (0, 2)
+    pipeline = stream.settings.platform.pipelines["per_minute"]
+    written = output_tables(spark, pipeline)
+    assert written[tables.WINDOW_RESULTS].window_end_date.nunique() == 3
+    run_backfill(spark, pipeline, progress=lambda _: None)
+    backfilled = output_tables(spark, pipeline)
+    for name in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
+        pd.testing.assert_frame_equal(written[name], backfilled[name], check_like=True)

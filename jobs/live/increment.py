@@ -65,10 +65,10 @@ def log_watermark(spark: SparkSession, stream: Stream) -> int | None:
     return None if log is None else log.agg(F.max("watermark_ms")).first()[0]
 
 
-def first_affected_day(spark: SparkSession, pipeline: Pipeline, batch_id: int,
+def first_affected_day(spark: SparkSession, pipeline: Pipeline, batch_ids: tuple[int, int],
                        previous_watermark: int | None) -> dt.date | None:
-    """The earliest window-end day ingest batch ``batch_id`` can have changed in the
-    pipeline's tables.
+    """The earliest window-end day the ingest batches ``batch_ids`` (the first and the last)
+    can have changed in the pipeline's tables.
 
     A new record changes the windows it falls in, whose end day is at or after the day of its
     event time. The watermark it moves can fire the on-time and closing panes of windows of
@@ -80,7 +80,8 @@ def first_affected_day(spark: SparkSession, pipeline: Pipeline, batch_id: int,
                          (tables.QUARANTINE, "ingest_time_ms")):
         table = read_table_or_none(spark, pipeline.table_path(name))
         if table is not None:
-            low = table.where(F.col("ingest_batch") == batch_id).agg(F.min(column)).first()[0]
+            low = (table.where(F.col("ingest_batch").between(*batch_ids))
+                   .agg(F.min(column)).first()[0])
             if low is not None:
                 candidates.append(low)
     if previous_watermark is not None and previous_watermark != MIN_WATERMARK:
@@ -121,7 +122,7 @@ def run_increment(spark: SparkSession, stream: Stream, pipelines: list[Pipeline]
         return Increment(report, "backfill")
     written = {}
     for pipeline in pipelines:
-        first = first_affected_day(spark, pipeline, report.batch_id, previous)
+        first = first_affected_day(spark, pipeline, report.batch_ids, previous)
         if first is None:
             continue
         windows = run_backfill(spark, pipeline, first.isoformat(), None, progress=progress)

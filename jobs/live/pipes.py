@@ -10,7 +10,8 @@ script starts its own SparkSession and reports back through Dagster Pipes. Two m
   partitioned tables).
 - ``python -m jobs.live.pipes --long-running --trigger "10 seconds"``
   (``live_stream_job``): the long-running live stream. It ingests new landing files every
-  ``--poll`` seconds while the streaming query runs, and reports every micro-batch the moment it
+  ``--poll`` seconds (batch after batch while a backlog remains) while the streaming query
+  runs, and reports every micro-batch the moment it
   is written (records, panes, late rows and the batch's late-data figures), which the launching
   op records as asset observations, so the UI plots late data while the job runs. It stops after
   ``--max-batches`` or ``--duration``, or on SIGTERM/SIGINT (Dagster terminating the run), with

@@ -437,11 +437,12 @@ def run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                on_switch: Callable[[rollout.Switched], None] | None = None,
                registry_poll_s: float = 10.0) -> LiveReport:
     """The long-running live job of a stream: ingest its new landing files every ``poll_s``
-    while its cohorts run the live versions of ``pipelines`` (default: every pipeline of the
-    stream, and every pipeline added while it runs: the folder is read again every
-    ``registry_poll_s``), until ``stop`` is set, ``duration_s`` passed or ``max_batches``
-    micro-batches were written; the checkpoints keep their place for the next start. A
-    pending version is switched to once it has caught up (``on_switch`` hears of it)."""
+    (batch after batch while a backlog remains) while its cohorts run the live versions of
+    ``pipelines`` (default: every pipeline of the stream, and every pipeline added while it
+    runs: the folder is read again every ``registry_poll_s``), until ``stop`` is set,
+    ``duration_s`` passed or ``max_batches`` micro-batches were written; the checkpoints keep
+    their place for the next start. A pending version is switched to once it has caught up
+    (``on_switch`` hears of it)."""
     stop = stop or threading.Event()
     previous = {key: spark.conf.get(key, None) for key in STREAM_SETTINGS}
     for key, value in STREAM_SETTINGS.items():

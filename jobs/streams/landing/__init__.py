@@ -107,6 +107,17 @@ class IngestReport:
     on_executors: bool = False
     """Read and parsed by Spark's executors (PLATFORM_INGEST_READER), not by this process."""
     stream: str = ""
+    first_batch_id: int | None = None
+    """The first of the batches a catch-up's report covers, ``batch_id`` the last (``None``:
+    the report is of ``batch_id`` alone)."""
+
+    @property
+    def batch_ids(self) -> tuple[int, int] | None:
+        """The first and last batch the report covers (``None``: no batch)."""
+        if self.batch_id is None:
+            return None
+        return (self.batch_id if self.first_batch_id is None else self.first_batch_id,
+                self.batch_id)
 
     def summary(self) -> str:
         said = f"ingest {self.stream}:" if self.stream else "ingest:"
@@ -159,6 +170,9 @@ class Ingestor:
         self.commits: dict[int, Commit] = {}
         self.capped = False
         """Whether the last planned batch left landing bytes for the next one."""
+        self.landed_before_ns: int | None = None
+        """During a catch-up (:meth:`run_until_caught_up`): the files modified after it started
+        wait for the next ingest, so that a folder that keeps filling does not keep it going."""
         self._check_not_stale()
         check_stream_mark(stream, remember=True)
 
@@ -241,19 +255,29 @@ class Ingestor:
     def _first_landed(self, looks: list[LandedFile]) -> tuple[list[LandedFile], bool]:
         """The files a batch looks at: those that landed first (by modification time) within
         the stream's ``max_bytes_per_batch`` of new bytes, at least one file with new bytes,
-        in name order as ever; and whether any were left for the next batch."""
+        in name order as ever; and whether any were left for the next batch. A batch that
+        Spark's executors read (PLATFORM_INGEST_READER) takes them all, as it always did."""
+        if self.landed_before_ns is not None:
+            looks = [f for f in looks if f.mtime_ns <= self.landed_before_ns]
+        sizes = {f.name: self._new_bytes(f) for f in looks}
+        if self._on_spark(sum(sizes.values())):  # the executors hold the batch, not the driver
+            return looks, False
         limit = self.stream.spec.max_bytes_per_batch
         taken: set[str] = set()
         total = 0
         for landed_file in sorted(looks, key=lambda f: (f.mtime_ns, f.name)):
-            part = self.known.get(landed_file.name)
-            new = landed_file.size - part.size \
-                if part is not None and landed_file.size >= part.size else landed_file.size
+            new = sizes[landed_file.name]
             if total and total + new > limit:  # files bringing no new bytes do not count
                 break
             taken.add(landed_file.name)
             total += new
         return [f for f in looks if f.name in taken], len(taken) < len(looks)
+
+    def _new_bytes(self, landed: LandedFile) -> int:
+        """The bytes of a landed file no batch took: the growth of a known file, else all."""
+        part = self.known.get(landed.name)
+        return landed.size - part.size if part is not None and landed.size >= part.size \
+            else landed.size
 
     def _part_for(self, landed: LandedFile, facts: FileFacts) -> FilePart | None:
         """The part of a landed file a new batch takes, or None when nothing is new."""
@@ -330,6 +354,8 @@ class Ingestor:
                     hashes[part.sha256] = part.name
             parts.append(part)
         if not parts:
+            if self.capped:  # the files taken brought nothing (touched, or gone): the next
+                return self._plan()
             return None, deferred, False
         batch_id, first_seq, state = self._next_position()
         plan = Plan(batch_id, tuple(parts), first_seq, self.clock_ms(), state)
@@ -345,7 +371,8 @@ class Ingestor:
     # -- running a batch -------------------------------------------------------------------------
 
     def run_once(self) -> IngestReport:
-        """Ingest the landing bytes not yet in the arrival log, as one batch."""
+        """One batch of the landing bytes not yet in the arrival log (at most
+        ``max_bytes_per_batch`` of them), or the batch a crash left planned."""
         started = time.monotonic()
         plan, deferred, resumed = self._plan()
         if plan is None:
@@ -390,8 +417,13 @@ class Ingestor:
 
     def run_until_caught_up(self) -> IngestReport:
         """Batches until the landing folder holds nothing more than the last one took (a
-        backlog beyond ``max_bytes_per_batch`` takes several), reported as one."""
-        return until_caught_up(self, files=sum)
+        backlog beyond ``max_bytes_per_batch`` takes several), reported as one; files modified
+        after it started wait for the next ingest (as Spark's ``Trigger.AvailableNow``)."""
+        self.landed_before_ns = time.time_ns()
+        try:
+            return until_caught_up(self, files=sum)
+        finally:
+            self.landed_before_ns = None
 
     def _run_on_spark(self, plan: Plan) -> tuple[Commit, dict[str, float]]:
         """Read, parse and append the batch with Spark's executors (``on_spark.py``)."""
@@ -442,7 +474,9 @@ def until_caught_up(ingestor: Any, files: Callable[[list[int]], int]) -> IngestR
                    resumed=any(r.resumed for r in reports), first_seq=reports[0].first_seq,
                    seconds=sum(r.seconds for r in reports), timings=timings,
                    appended=sum(r.appended for r in reports),
-                   changed=sum(r.changed for r in reports))
+                   changed=sum(r.changed for r in reports),
+                   on_executors=any(r.on_executors for r in reports),
+                   first_batch_id=reports[0].batch_id)
 
 
 def ingest(spark: SparkSession | None, stream: Stream,

@@ -199,6 +199,8 @@ def describe_errors(error: ValidationError) -> str:
             message = "is required"
         elif problem["type"] == "literal_error":
             message = f"{message}; got {problem.get('input')!r}"
+        elif problem["type"].startswith("byte_size"):  # a size pydantic cannot read
+            message = f"{message}; give a size such as 64MiB or 1GB, got {problem.get('input')!r}"
         if message.startswith(f"{where}"):
             messages.append(message)  # the watermark's own messages name the setting
         else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -447,7 +447,17 @@ class Ingestor:
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
 
 
-def until_caught_up(ingestor: Any, files: Callable[[list[int]], int]) -> IngestReport:
+class BatchIngestor(Protocol):
+    """What a catch-up drives: a landing folder's or a Kafka topic's ingestor."""
+
+    capped: bool
+    """Whether the last planned batch left something for the next one."""
+
+    def run_once(self) -> IngestReport: ...
+
+
+def until_caught_up(ingestor: BatchIngestor, files: Callable[[list[int]], int]
+                    ) -> IngestReport:
     """``ingestor.run_once()`` until a batch leaves nothing for the next (its ``capped``), the
     batches' reports as one: the counts added, the last watermark; ``files`` combines their
     counts of files (a landing batch's are new each time, a Kafka batch's are partitions)."""

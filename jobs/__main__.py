@@ -381,7 +381,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
         from jobs.streams import ingest
 
         for stream in plan.streams:
-            ingest(spark, stream)
+            ingest(spark, stream, check_stop=stops.raise_if_stopped)
     elif args.command == "backfill":
         from jobs.backfill import run_backfill
 
@@ -405,7 +405,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
         from jobs.streams import ingest
 
         for stream in plan.streams:
-            ingest(spark, stream)
+            ingest(spark, stream, check_stop=stops.raise_if_stopped)
         for pipelines in plan.pipelines.values():
             for pipeline in pipelines:
                 run_rollout(spark, pipeline,
@@ -417,7 +417,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
 
         for stream, pipelines in plan.pipelines.items():
             if stream in plan.streams:
-                ingest(spark, stream)
+                ingest(spark, stream, check_stop=stops.raise_if_stopped)
             if not table_exists(spark, stream.arrival_log):
                 print(f"live {stream.name}: nothing to do: {stream.nothing_yet}")
                 continue

@@ -73,10 +73,13 @@ class LandingConfig(Config):
 
 
 def ingest_results(stream: Stream, report: IngestReport) -> Iterator[MaterializeResult]:
-    """Materialisation metadata of one ingest batch (shared with the live job)."""
+    """Materialisation metadata of one ingest: the ``batch_*`` counts are of every batch it
+    ran (a backlog beyond the stream's batch size takes several), ``first_batch_id`` to
+    ``batch_id`` (-1: none)."""
+    first, last = report.batch_ids or (-1, -1)
     yield MaterializeResult(asset_key=stream_key(stream, tables.ARRIVAL_LOG), metadata={
         **table_path_metadata(stream.arrival_log),
-        "batch_id": -1 if report.batch_id is None else report.batch_id,
+        "first_batch_id": first, "batch_id": last,
         "batch_records": report.records, "batch_files": report.files,
         "watermark_ms": report.watermark_ms, "watermark": watermark_text(report.watermark_ms),
         **kafka_metadata(stream),

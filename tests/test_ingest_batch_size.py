@@ -115,6 +115,33 @@ def test_a_file_larger_than_the_limit_is_one_batch_of_its_own(tmp_path):
         [["producer-0/big.jsonl"], ["producer-1/small.jsonl"]]
 
 
+def test_a_stop_asked_for_between_batches_ends_the_catch_up_with_each_batch_committed(
+        tmp_path):
+    """A command asked to stop while Spark runs (its jobs cancelled, jobs/interrupts.py) says
+    so through ``check_stop``: the catch-up ends before its next batch rather than at the end
+    of the backlog, and the next ingest takes the rest, every line once."""
+    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
+        .platform.streams["events"]
+    for file in range(3):
+        _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 300 - file * 10)
+    asked: list[int] = []
+
+    def stop_after_the_first() -> None:
+        asked.append(1)
+        raise KeyboardInterrupt("SIGTERM")
+
+    with pytest.raises(KeyboardInterrupt):
+        ingest(None, stream, progress=lambda _: None, check_stop=stop_after_the_first)
+    log = IngestLog(Files(None), stream.folder)
+    assert (len(asked), log.batch_ids(log.commits_folder)) == (1, [0])
+    assert len(_log(stream)) == 12  # the first file, committed
+
+    rest = ingest(None, stream, progress=lambda _: None)
+    assert (rest.records, rest.batch_ids) == (24, (1, 2))
+    assert sorted((row["source_file"], row["line_number"]) for row in _log(stream)) == \
+        sorted((f"producer-0/f-{file}.jsonl", n) for file in range(3) for n in range(1, 13))
+
+
 @pytest.mark.parametrize(("stream", "said"), [
     ({"max_bytes_per_batch": 0}, "max_bytes_per_batch: Input should be greater than 0"),
     ({"max_bytes_per_batch": "lots"}, "max_bytes_per_batch: could not parse value and unit"),

@@ -299,8 +299,9 @@ def ingestor(spark, stream: Stream, progress=print, patient: bool = False):
     return Ingestor(spark, stream, progress)
 
 
-def ingest(spark, stream: Stream, progress=print):
+def ingest(spark, stream: Stream, progress=print, check_stop=None):
     """What is new in the stream since the last ingest: as many batches as it takes to catch
     up (a landing folder's of at most ``max_bytes_per_batch`` each, a Kafka topic's of
-    ``max_records_per_batch``), their report as one."""
-    return ingestor(spark, stream, progress).run_until_caught_up()
+    ``max_records_per_batch``), their report as one. ``check_stop`` runs between batches and
+    raises to stop there (the command line's, once a signal has cancelled Spark's jobs)."""
+    return ingestor(spark, stream, progress).run_until_caught_up(check_stop)

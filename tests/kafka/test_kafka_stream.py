@@ -147,6 +147,35 @@ def test_a_backlog_is_ingested_in_batches_of_bounded_size(spark, broker, tmp_pat
     assert ingest(spark, stream, **QUIET).batch_id is None
 
 
+def test_a_catch_up_stops_at_the_offsets_its_first_batch_saw(spark, broker, tmp_path):
+    """Producers keep writing while a one-shot ingest works through a backlog, ten records a
+    batch: it ends at the offsets it found when it started (as ``Trigger.AvailableNow``),
+    and the next ingest takes what came meanwhile; nothing is skipped or taken twice."""
+    env = _home(tmp_path, broker, "filling", 2, max_records_per_batch=10)
+    stream = _stream(env)
+    sent = iter(range(10**6))
+
+    def produce(count: int) -> None:
+        _produce(broker, "filling", [(i % 2, _line("user", START + i * 1000), START + i * 1000,
+                                      None) for i in (next(sent) for _ in range(count))])
+
+    def meanwhile(line: str) -> None:  # each batch a producer writes ten more records
+        if "ingested batch" in line:
+            lines.append(line)
+            if len(lines) < 8:  # (a catch-up without an end would take 95 records)
+                produce(10)
+
+    lines: list[str] = []
+    produce(25)
+    first = ingest(spark, stream, progress=meanwhile)
+    assert first.records == 25 and len(lines) == 3  # 10, 10, 5: then it stops
+    second = ingest(spark, stream, **QUIET)
+    assert second.records == 30  # what the producer wrote during the first
+    log = _table(stream, "arrival_log")
+    assert sorted(zip(log.kafka_partition, log.kafka_offset, strict=True)) == \
+        sorted((p, o) for p in (0, 1) for o in range(28 if p == 0 else 27))
+
+
 def test_a_lagging_partition_is_not_late_because_of_the_others(spark, broker, tmp_path):
     """Partition 1's events trail partition 0's by ten minutes. Per partition, minimum over
     the partitions (Flink's KafkaSource): none of them is late. Spark's one watermark per

@@ -27,7 +27,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from jobs.checks import check_stream_mark
 from jobs.progress import heartbeat
 from jobs.storage import Files
 from jobs.streams import Stream
-from jobs.streams.kafka.admin import partition_offsets
+from jobs.streams.kafka.admin import PartitionOffsets, partition_offsets
 from jobs.streams.kafka.values import python_verdicts, with_jvm_events
 from jobs.streams.landing import (
     ARRIVAL_SCHEMA,
@@ -143,6 +143,11 @@ class KafkaIngestor:
         self.capped = False
         """Whether the last planned batch left records of the topics for the next one."""
         self.commits: dict[int, Commit] = {}
+        self.catching_up = False
+        self.stop_at: dict[str, int] | None = None
+        """During a catch-up, each partition's high offset when its first batch was planned:
+        records that come after it are left to the next ingest (a partition added since, all
+        of its records)."""
         check_stream_mark(stream, remember=True)
 
     @property
@@ -184,8 +189,8 @@ class KafkaIngestor:
         ranges: dict[str, list[int]] = {}
         gaps: dict[str, list[int]] = {}
         lost = []
-        known = partition_offsets(self.kafka.servers(), self.kafka.client_settings(),
-                                  self.kafka.topics)
+        known = self._cut_off(partition_offsets(self.kafka.servers(),
+                                                self.kafka.client_settings(), self.kafka.topics))
         waiting = sum(1 for part in known if part.high > positions.get(part.name, part.low))
         share = -(-self.kafka.max_records_per_batch // max(1, waiting))  # rounded up
         for part in known:
@@ -227,6 +232,18 @@ class KafkaIngestor:
         self.plans[batch_id] = plan
         return plan, False
 
+    def _cut_off(self, known: list[PartitionOffsets]) -> list[PartitionOffsets]:
+        """The partitions as a catch-up's first plan saw them: a topic that keeps filling
+        does not keep a one-shot ingest going (Spark's ``Trigger.AvailableNow`` stops at
+        the offsets it found at its start too)."""
+        if not self.catching_up:
+            return known
+        if self.stop_at is None:
+            self.stop_at = {part.name: part.high for part in known}
+        return [replace(part, high=max(part.low, min(part.high, self.stop_at.get(part.name,
+                                                                                 part.low))))
+                for part in known]
+
     # -- one batch -------------------------------------------------------------------------------
 
     def run_once(self) -> IngestReport:
@@ -248,10 +265,17 @@ class KafkaIngestor:
         self._said_waiting = 0.0
         return report
 
-    def run_until_caught_up(self) -> IngestReport:
+    def run_until_caught_up(self, check_stop: Callable[[], None] | None = None
+                            ) -> IngestReport:
         """Batches until the topics hold nothing more than the last one took (a backlog
-        larger than ``max_records_per_batch`` takes several), reported as one."""
-        return until_caught_up(self, files=max)
+        larger than ``max_records_per_batch`` takes several), reported as one; records
+        produced after its first batch was planned wait for the next ingest; ``check_stop``
+        runs between batches and raises to stop there."""
+        self.catching_up, self.stop_at = True, None
+        try:
+            return until_caught_up(self, files=max, check_stop=check_stop)
+        finally:
+            self.catching_up, self.stop_at = False, None
 
     def _run_once(self) -> IngestReport:
         started = time.monotonic()

@@ -415,13 +415,15 @@ class Ingestor:
         self.progress(report.summary())
         return report
 
-    def run_until_caught_up(self) -> IngestReport:
+    def run_until_caught_up(self, check_stop: Callable[[], None] | None = None
+                            ) -> IngestReport:
         """Batches until the landing folder holds nothing more than the last one took (a
         backlog beyond ``max_bytes_per_batch`` takes several), reported as one; files modified
-        after it started wait for the next ingest (as Spark's ``Trigger.AvailableNow``)."""
+        after it started wait for the next ingest (as Spark's ``Trigger.AvailableNow``).
+        ``check_stop`` runs between batches and raises to stop there."""
         self.landed_before_ns = time.time_ns()
         try:
-            return until_caught_up(self, files=sum)
+            return until_caught_up(self, files=sum, check_stop=check_stop)
         finally:
             self.landed_before_ns = None
 
@@ -456,13 +458,18 @@ class BatchIngestor(Protocol):
     def run_once(self) -> IngestReport: ...
 
 
-def until_caught_up(ingestor: BatchIngestor, files: Callable[[list[int]], int]
-                    ) -> IngestReport:
+def until_caught_up(ingestor: BatchIngestor, files: Callable[[list[int]], int],
+                    check_stop: Callable[[], None] | None = None) -> IngestReport:
     """``ingestor.run_once()`` until a batch leaves nothing for the next (its ``capped``), the
     batches' reports as one: the counts added, the last watermark; ``files`` combines their
-    counts of files (a landing batch's are new each time, a Kafka batch's are partitions)."""
+    counts of files (a landing batch's are new each time, a Kafka batch's are partitions).
+    ``check_stop`` runs before every batch but the first: a command asked to stop (SIGTERM
+    while Spark runs, jobs/interrupts.py) raises there, with every batch before committed,
+    rather than going on to the end of a backlog."""
     reports = []
     while True:
+        if reports and check_stop is not None:
+            check_stop()
         report = ingestor.run_once()
         if report.batch_id is None:
             break

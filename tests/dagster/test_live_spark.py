@@ -87,7 +87,7 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
     first micro-batch with its checkpoint kept; every batch it wrote is an observation of the
     metrics asset with plottable numbers, the days it touched are materialised and judged by
     the checks, and a later run from the same checkpoint finishes exactly like a backfill."""
-    from dagster import DagsterEventType, EventRecordsFilter
+    from dagster import DagsterEventType
 
     from jobs.live import run_live
     from platform_defs.live_pipes import live_stream_job
@@ -100,9 +100,9 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
             "trigger": "1 second", "poll_seconds": 0.5, "max_batches": 1,
             "duration_seconds": 120}}}})
     assert result.success
-    observed = home.instance.get_event_records(EventRecordsFilter(
-        event_type=DagsterEventType.ASSET_OBSERVATION,
-        asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)))
+    observed = home.instance.fetch_observations(
+        AssetRecordsFilter(asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)), limit=1000,
+        ascending=True).records
     # a micro-batch's figures; the version's switch is an observation of the asset too, before
     # or after the batch's as the machine's timing falls
     observed = [r for r in observed if "batch_id" in r.asset_observation.metadata]
@@ -113,10 +113,10 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
         assert name in metadata, name
     assert not metadata["watermark_lag_max"].value.isdigit()  # "2.3 s", not milliseconds
     assert sum(r.asset_observation.metadata["records"].value for r in observed) > 0
-    checks = home.instance.get_event_records(EventRecordsFilter(
-        event_type=DagsterEventType.ASSET_CHECK_EVALUATION))
-    assert {r.event_log_entry.dagster_event.event_specific_data.check_name
-            for r in checks} == {"dropped_late_rate", "quarantine_rate", "watermark_lag"}
+    checks = home.instance.all_logs(result.run_id,
+                                    of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    assert {entry.dagster_event.event_specific_data.check_name
+            for entry in checks} == {"dropped_late_rate", "quarantine_rate", "watermark_lag"}
     settings = PlatformSettings.from_env()
     for name in settings.platform.pipelines:
         days = home.instance.fetch_materializations(

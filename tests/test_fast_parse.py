@@ -133,3 +133,29 @@ def test_a_parts_bytes_hold_the_line_length_limit():
         block = Lines.of(("\n".join(lines) + "\n").encode("ascii"))
         for line, result in zip(lines, parser.parse_many(block), strict=True):
             _same(result, parse_line(line, 40))
+
+
+SHAPED_TIMES = st.builds(
+    lambda y, mo, d, h, mi, s, fraction, zone:
+        f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}{fraction}{zone}",
+    st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32), st.integers(0, 25),
+    st.integers(0, 61), st.integers(0, 61),
+    st.one_of(st.just(""), st.from_regex(r"[.,]\d{1,9}", fullmatch=True)),
+    st.one_of(st.sampled_from(["", "Z", "z", "+00:00", "-00:00", " "]),
+              st.from_regex(r"[+-]\d{2}:\d{2}(:\d{2})?", fullmatch=True)))
+"""Texts of the usual shape, each field anywhere from valid to just past it: a 30th of
+February, 24 o'clock, a 60th second, seven digits of fraction, an offset of 25 hours."""
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(st.lists(st.one_of(SHAPED_TIMES, SHAPED_TIMES, TEXT_TIMES, st.integers(), st.none()),
+                max_size=40))
+def test_text_event_times_read_in_bulk_are_read_as_one_at_a_time(texts):
+    """Arrow reads the usual shape for a whole column; every other text, and every text Arrow
+    refuses, goes to ``fromisoformat`` alone: the same millisecond or the same refusal."""
+    from jobs.streams.landing.fast_parse import _text_time_ms
+    from jobs.streams.landing.iso_times import text_times_ms
+    from jobs.streams.landing.parsing import EVENT_TIME_BOUND
+
+    assert text_times_ms(texts, _text_time_ms, EVENT_TIME_BOUND) == \
+        [_text_time_ms(text) for text in texts]

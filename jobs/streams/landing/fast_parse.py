@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.streams.landing.iso_times import text_times_ms
 from jobs.streams.landing.lines import Lines
 from jobs.streams.landing.parsing import (
     EVENT_TIME_BOUND,
@@ -138,9 +139,11 @@ class FastParser:
         if set(map(type, times)) - {int}:  # some ISO-8601 texts: read as ingest reads them
             in_ms = np.fromiter(map(isinstance, times, itertools.repeat(int)), dtype=bool,
                                 count=len(records))
-            for j in np.flatnonzero(plain & ~in_ms).tolist():
-                times[j] = _text_time_ms(times[j])
-                if times[j] is None:
+            texts = np.flatnonzero(plain & ~in_ms).tolist()
+            for j, ms in zip(texts, text_times_ms([times[j] for j in texts], _text_time_ms,
+                                                  _BOUND), strict=True):
+                times[j] = ms
+                if ms is None:
                     times[j], plain[j] = 0, False
         if self._raw_values:
             texts = self._column(records, "value")

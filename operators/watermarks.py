@@ -219,8 +219,18 @@ def assign_watermarks(
     return result
 
 
+@dataclass(frozen=True)
+class CodedPartitions:
+    """Each record's partition as an index into ``names``: how ingest holds them for a
+    batch of hundreds of thousands of records, where a Python string per record cost more
+    than the watermarks computed from them."""
+
+    names: Sequence[str]
+    codes: np.ndarray
+
+
 def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
-                     partitions: Sequence[str], event_times: np.ndarray,
+                     partitions: Sequence[str] | CodedPartitions, event_times: np.ndarray,
                      ingest_times: np.ndarray) -> tuple[np.ndarray, dict[str, Any]] | None:
     """:func:`assign_watermarks` for many records at once, and the state after them (what
     :meth:`ArrivalWatermarks.snapshot` gives), computed with numpy instead of a walk: for
@@ -241,10 +251,15 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     count = len(events)
     restored = ArrivalWatermarks.restore(spec, snapshot)
     combined = restored._combined
-    names = sorted(set(partitions) | set(restored._partitions))
+    given = partitions.names if isinstance(partitions, CodedPartitions) else set(partitions)
+    names = sorted(set(given) | set(restored._partitions))
     codes = {name: index for index, name in enumerate(names)}
-    partition_codes = np.fromiter(map(codes.__getitem__, partitions), dtype=np.int64,
-                                  count=count)
+    if isinstance(partitions, CodedPartitions):
+        recoded = np.array([codes[name] for name in partitions.names], dtype=np.int64)
+        partition_codes = recoded[np.asarray(partitions.codes, dtype=np.int64)]
+    else:
+        partition_codes = np.fromiter(map(codes.__getitem__, partitions), dtype=np.int64,
+                                      count=count)
     positions = np.arange(count)
     never = np.iinfo(np.int64).max
     lowest = np.full(count, never, dtype=np.int64)

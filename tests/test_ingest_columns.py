@@ -129,7 +129,7 @@ def _values(values) -> list:
 
 def _rows(rows):
     good, bad = rows.good, rows.bad
-    good_rows = list(zip(good["source_partition"], _values(good["source_file"]),
+    good_rows = list(zip(_values(good["source_partition"]), _values(good["source_file"]),
                          [int(n) for n in good["line_number"]], _values(good["key"]),
                          [int(e) for e in good["event_time_ms"]],
                          [int(c) for c in good["ingest_time_ms"]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,7 +140,7 @@ def test_interval_ticks_move_only_on_the_ingest_clock():
 def test_the_vectorised_column_equals_the_walk_from_any_restored_state(case, data):
     """What ingest computes with numpy (``watermark_column``) is what the walk computes, record
     for record, and leaves the same state, from a state restored anywhere in the log."""
-    from operators.watermarks import watermark_column
+    from operators.watermarks import CodedPartitions, watermark_column
 
     spec, records = case
     cut = data.draw(st.integers(0, len(records)))
@@ -156,3 +157,11 @@ def test_the_vectorised_column_equals_the_walk_from_any_restored_state(case, dat
     watermarks, state = column
     assert watermarks.tolist() == expected
     assert state == walked.snapshot()
+    # the partitions as ingest holds them: codes into names (more names than the records use,
+    # in any order)
+    names = data.draw(st.permutations(sorted({r[0] for r in records} | {"unused"})))
+    coded = watermark_column(spec, before, CodedPartitions(
+        names, np.array([names.index(r[0]) for r in records[cut:]], dtype=np.int64)),
+        [r[1] for r in records[cut:]], [r[2] for r in records[cut:]])
+    assert coded is not None
+    assert coded[0].tolist() == expected and coded[1] == state

@@ -454,22 +454,21 @@ class KafkaIngestor:
         good, bad = rows.good, rows.bad
         count = len(good["key"])
         offsets = np.asarray(good["line_number"], dtype="int64")
-        good_numbers = [int(name.rpartition("-")[2]) for name in good["source_partition"]]
+        good_numbers = _partition_numbers(good["source_partition"])
         stamp = [s if s is not None else 0 for s in good["stamp_ms"]]
         arrival = arrival_table({**good, "line_number": np.zeros(count, dtype="int32")},
                                 plan)  # type: ignore[arg-type]
-        arrival = (arrival.append_column("kafka_partition", pa.array(good_numbers, pa.int32()))
+        arrival = (arrival.append_column("kafka_partition", good_numbers)
                    .append_column("kafka_offset", pa.array(offsets))
                    .append_column("kafka_timestamp",
                                   pa.array(np.asarray(stamp, dtype="int64") * 1000,
                                            pa.timestamp("us", tz="UTC"))))
-        bad_numbers = [int(name.rpartition("-")[2]) for name in bad["source_partition"]]
+        bad_numbers = _partition_numbers(bad["source_partition"])
         bad_offsets = np.asarray(bad["line_number"], dtype="int64")
         quarantine = quarantine_table(
             {**bad, "line_number": np.zeros(len(bad["reason"]), dtype="int32")}, plan,
             self.settings.time_zone)  # type: ignore[arg-type]
-        quarantine = (quarantine.append_column("kafka_partition",
-                                               pa.array(bad_numbers, pa.int32()))
+        quarantine = (quarantine.append_column("kafka_partition", bad_numbers)
                       .append_column("kafka_offset", pa.array(bad_offsets)))
         for data, name, app_id in ((arrival, tables.ARRIVAL_LOG, "ingest-arrival-log"),
                                    (quarantine, tables.QUARANTINE, "ingest-quarantine")):
@@ -494,3 +493,12 @@ def _broker_gone(error: BaseException) -> bool:
 def ingest_kafka(spark: SparkSession | None, stream: Stream,
                  progress: Callable[[str], None] = print) -> IngestReport:
     return KafkaIngestor(spark, stream, progress).run_once()
+
+
+def _partition_numbers(names: Any) -> pa.Array:
+    """Each record's partition number, from its source partition (``<topic>-<number>``, an
+    Arrow column or a list): read once per partition, not once per record."""
+    column = names if isinstance(names, pa.Array) else pa.array(names, pa.string())
+    encoded = pc.dictionary_encode(column)
+    numbers = [int(name.rpartition("-")[2]) for name in encoded.dictionary.to_pylist()]
+    return pa.array(numbers, pa.int32()).take(encoded.indices)

@@ -536,7 +536,7 @@ def arrival_table(good: dict[str, Any], plan: Plan) -> pa.Table:
         "arrival_seq": pa.array(np.arange(plan.first_seq, plan.first_seq + count,
                                           dtype="int64")),
         "ingest_batch": pa.array(np.full(count, plan.batch_id, dtype="int64")),
-        "source_partition": pa.array(good["source_partition"], pa.string()),
+        "source_partition": _arrow(good["source_partition"], pa.string()),
         "source_file": _arrow(good["source_file"], pa.string()),
         "line_number": pa.array(np.asarray(good["line_number"], dtype="int32")),
         "key": _arrow(good["key"], pa.string()),

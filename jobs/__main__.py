@@ -408,6 +408,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
             ingest(spark, stream, check_stop=stops.raise_if_stopped)
         for pipelines in plan.pipelines.values():
             for pipeline in pipelines:
+                stops.raise_if_stopped()
                 run_rollout(spark, pipeline,
                             max_files_per_trigger=args.max_files_per_trigger)
     elif args.trigger == "available_now":
@@ -421,6 +422,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
             if not table_exists(spark, stream.arrival_log):
                 print(f"live {stream.name}: nothing to do: {stream.nothing_yet}")
                 continue
+            stops.raise_if_stopped()
             run_live(spark, stream, pipelines, checkpoint=plan.checkpoint,
                      max_files_per_trigger=args.max_files_per_trigger)
     else:

@@ -219,7 +219,7 @@ def assign_watermarks(
     return result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CodedPartitions:
     """Each record's partition as an index into ``names``: how ingest holds them for a
     batch of hundreds of thousands of records, where a Python string per record cost more
@@ -255,6 +255,8 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     names = sorted(set(given) | set(restored._partitions))
     codes = {name: index for index, name in enumerate(names)}
     if isinstance(partitions, CodedPartitions):
+        if len(partitions.codes) != count:
+            raise ValueError(f"{len(partitions.codes)} partition codes for {count} records")
         recoded = np.array([codes[name] for name in partitions.names], dtype=np.int64)
         partition_codes = recoded[np.asarray(partitions.codes, dtype=np.int64)]
     else:

@@ -42,15 +42,18 @@ from platform_defs.version_views import switched_events, version_metadata
 
 def ingest_materializations(stream: Stream, report: IngestReport
                             ) -> Iterator[AssetMaterialization]:
-    if report.batch_id is None:
+    """The ingest's materialisations: its counts are of every batch it ran, ``first_batch_id``
+    to ``batch_id`` (a catch-up over a backlog runs several)."""
+    if report.batch_ids is None:
         return
+    first, last = report.batch_ids
     for name, path, metadata in (
             (tables.ARRIVAL_LOG, stream.arrival_log,
              {"batch_records": report.records, "watermark_ms": report.watermark_ms,
               "watermark": watermark_text(report.watermark_ms), **kafka_metadata(stream)}),
             (tables.QUARANTINE, stream.quarantine, {"batch_quarantined": report.quarantined})):
         yield AssetMaterialization(asset_key=stream_key(stream, name), metadata={
-            **table_path_metadata(path), **metadata, "batch_id": report.batch_id})
+            **table_path_metadata(path), **metadata, "first_batch_id": first, "batch_id": last})
 
 
 def day_materializations(pipeline: Pipeline, metrics: Iterable[dict],

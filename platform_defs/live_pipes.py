@@ -64,7 +64,8 @@ def _environment(settings: PlatformSettings) -> dict[str, str]:
 def _ingest_report(message: dict) -> IngestReport:
     return IngestReport(batch_id=message["batch_id"], files=message["files"],
                         records=message["records"], quarantined=message["quarantined"],
-                        watermark_ms=message["watermark_ms"])
+                        watermark_ms=message["watermark_ms"],
+                        first_batch_id=message.get("first_batch_id"))
 
 
 @op(description="Runs jobs/live/pipes.py through Dagster Pipes and records what "

@@ -126,14 +126,15 @@ def test_a_stop_asked_for_between_batches_ends_the_catch_up_with_each_batch_comm
         _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 300 - file * 10)
     asked: list[int] = []
 
-    def stop_after_the_first() -> None:
+    def stop_after_the_first() -> None:  # asked before each batch
         asked.append(1)
-        raise KeyboardInterrupt("SIGTERM")
+        if len(asked) == 2:
+            raise KeyboardInterrupt("SIGTERM")
 
     with pytest.raises(KeyboardInterrupt):
         ingest(None, stream, progress=lambda _: None, check_stop=stop_after_the_first)
     log = IngestLog(Files(None), stream.folder)
-    assert (len(asked), log.batch_ids(log.commits_folder)) == (1, [0])
+    assert (len(asked), log.batch_ids(log.commits_folder)) == (2, [0])
     assert len(_log(stream)) == 12  # the first file, committed
 
     rest = ingest(None, stream, progress=lambda _: None)

@@ -47,7 +47,8 @@ def _row(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ingest_message(report) -> dict[str, Any]:
-    return {"batch_id": report.batch_id, "records": report.records, "files": report.files,
+    return {"batch_id": report.batch_id, "first_batch_id": report.first_batch_id,
+            "records": report.records, "files": report.files,
             "quarantined": report.quarantined, "watermark_ms": report.watermark_ms}
 
 

@@ -428,3 +428,16 @@ def test_dagster_shows_each_partitions_lag_and_watermark_and_starts_a_run_for_ne
     _produce(broker, "watched", [(1, _line("quiet", START + 200_000), START + 200_000, None)])
     again = kafka_request(stream, print)
     assert again.tags["platform/new_records"] == "1" and again.run_key != request.run_key
+
+
+def test_partition_numbers_are_read_from_the_source_partitions_names():
+    """The arrival log's ``kafka_partition`` from ``<topic>-<number>``, whatever dashes the
+    topic's name holds."""
+    import pyarrow as pa
+
+    from jobs.streams.kafka.ingest import _partition_numbers
+
+    names = ["a-b-c-10", "clicks-0", "a-b-c-10", "clicks-123", "x--7"]
+    assert _partition_numbers(names).to_pylist() == [10, 0, 10, 123, 7]
+    assert _partition_numbers(pa.array(names)).to_pylist() == [10, 0, 10, 123, 7]
+    assert _partition_numbers([]).to_pylist() == []

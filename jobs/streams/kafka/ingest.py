@@ -498,7 +498,8 @@ def ingest_kafka(spark: SparkSession | None, stream: Stream,
 def _partition_numbers(names: Any) -> pa.Array:
     """Each record's partition number, from its source partition (``<topic>-<number>``, an
     Arrow column or a list): read once per partition, not once per record."""
-    column = names if isinstance(names, pa.Array) else pa.array(names, pa.string())
+    column = names if isinstance(names, pa.Array | pa.ChunkedArray) \
+        else pa.array(names, pa.string())
     encoded = pc.dictionary_encode(column)
     numbers = [int(name.rpartition("-")[2]) for name in encoded.dictionary.to_pylist()]
     return pa.array(numbers, pa.int32()).take(encoded.indices)

@@ -463,12 +463,12 @@ def until_caught_up(ingestor: BatchIngestor, files: Callable[[list[int]], int],
     """``ingestor.run_once()`` until a batch leaves nothing for the next (its ``capped``), the
     batches' reports as one: the counts added, the last watermark; ``files`` combines their
     counts of files (a landing batch's are new each time, a Kafka batch's are partitions).
-    ``check_stop`` runs before every batch but the first: a command asked to stop (SIGTERM
-    while Spark runs, jobs/interrupts.py) raises there, with every batch before committed,
-    rather than going on to the end of a backlog."""
+    ``check_stop`` runs before every batch: a command asked to stop (SIGTERM while Spark runs,
+    jobs/interrupts.py) raises there, with every batch before committed, rather than going on
+    to the end of a backlog."""
     reports = []
     while True:
-        if reports and check_stop is not None:
+        if check_stop is not None:
             check_stop()
         report = ingestor.run_once()
         if report.batch_id is None:

@@ -88,7 +88,8 @@ class Line:
 @dataclass
 class BatchRows:
     """What a batch appends: good records (arrival order, without positions yet) and bad
-    lines, as columns (name -> list or numpy array), plus the watermark state after it."""
+    lines, as columns (name -> list, numpy array or Arrow array), plus the watermark state
+    after it."""
 
     good: dict[str, Any]
     """:data:`ARRIVAL_COLUMNS`."""

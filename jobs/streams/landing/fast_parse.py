@@ -11,7 +11,9 @@ their literal text, as ``parse_line`` reads them.
 
 Only a line whose outcome is a plain good record takes this path: ASCII text within the size
 limit, valid JSON, a non-blank string key, an event time within range (an integer, or a text
-read by the very function ``parse_line`` reads it with), a number or no value that
+read as ``parse_line`` reads it: the usual ISO-8601 shape for a whole part in one Arrow cast,
+``iso_times.py``, any other by the very function ``parse_line`` reads it with), a number or
+no value that
 ``DECIMAL(38, 9)`` holds exactly. Every other line (a rejection, a non-ASCII line, a value to
 round or out of range) goes through ``parse_line`` itself, so its
 record or its rejection, reason and detail are what they always were
@@ -52,7 +54,7 @@ _KEY = Annotated[str, msgspec.Meta(max_length=MAX_KEY_LENGTH)]
 as ``len`` counts them); whether it is blank is checked after decoding."""
 _EVENT_TIME = Annotated[int, msgspec.Meta(gt=-_BOUND, lt=_BOUND)] | str
 """An event time the fast path takes: epoch milliseconds within ``±2**62``, or a text read
-as ``parse_line`` reads it (ISO-8601)."""
+as ``parse_line`` reads it (ISO-8601, ``iso_times.py``)."""
 _NO_VALUE = msgspec.Raw(b"")
 """A record without a value: no JSON text is empty."""
 _DECIMAL = pa.decimal128(38, 9)
@@ -139,9 +141,9 @@ class FastParser:
         if set(map(type, times)) - {int}:  # some ISO-8601 texts: read as ingest reads them
             in_ms = np.fromiter(map(isinstance, times, itertools.repeat(int)), dtype=bool,
                                 count=len(records))
-            texts = np.flatnonzero(plain & ~in_ms).tolist()
-            for j, ms in zip(texts, text_times_ms([times[j] for j in texts], _text_time_ms,
-                                                  _BOUND), strict=True):
+            text_at = np.flatnonzero(plain & ~in_ms).tolist()
+            for j, ms in zip(text_at, text_times_ms([times[j] for j in text_at], _text_time_ms,
+                                                    _BOUND), strict=True):
                 times[j] = ms
                 if ms is None:
                     times[j], plain[j] = 0, False

@@ -164,16 +164,23 @@ def test_a_catch_up_stops_at_the_offsets_its_first_batch_saw(spark, broker, tmp_
             lines.append(line)
             if len(lines) < 8:  # (a catch-up without an end would take 95 records)
                 produce(10)
+            if len(lines) == 1:  # and a partition is added, with records of its own
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+                for future in admin.create_partitions([NewPartitions("filling", 3)]).values():
+                    future.result(30)
+                _produce(broker, "filling", [(2, _line("new", START + i), START + i, None)
+                                             for i in range(4)])
 
     lines: list[str] = []
     produce(25)
     first = ingest(spark, stream, progress=meanwhile)
     assert first.records == 25 and len(lines) == 3  # 10, 10, 5: then it stops
     second = ingest(spark, stream, **QUIET)
-    assert second.records == 30  # what the producer wrote during the first
+    assert second.records == 34  # what the producers wrote during the first
     log = _table(stream, "arrival_log")
     assert sorted(zip(log.kafka_partition, log.kafka_offset, strict=True)) == \
-        sorted((p, o) for p in (0, 1) for o in range(28 if p == 0 else 27))
+        sorted([(p, o) for p in (0, 1) for o in range(28 if p == 0 else 27)]
+               + [(2, o) for o in range(4)])
 
 
 def test_a_lagging_partition_is_not_late_because_of_the_others(spark, broker, tmp_path):

@@ -115,6 +115,34 @@ def test_a_file_larger_than_the_limit_is_one_batch_of_its_own(tmp_path):
         [["producer-0/big.jsonl"], ["producer-1/small.jsonl"]]
 
 
+def test_a_file_that_grew_waits_from_when_it_was_last_taken_not_behind_newer_files(tmp_path):
+    """Each append moves a file's modification time on; under a backlog it would stay behind
+    every file landing after it. It counts from when a batch last took it: its new lines go
+    in the first batch, before the files that landed since."""
+    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch=2_500)) \
+        .platform.streams["events"]
+    grows = stream.landing_dir / "producer-0" / "grows.jsonl"
+    _land(stream, "producer-0/grows.jsonl", _lines(0, 0, 16), 900)
+    assert ingest(None, stream, progress=lambda _: None).records == 16
+    for file in range(6):
+        _land(stream, f"producer-1/f-{file}.jsonl", _lines(1, file, 16), 600 - file * 10)
+    with grows.open("a") as out:
+        out.write("".join(json.dumps(line) + "\n" for line in _lines(0, 1, 16)))
+    when = time.time() - 100  # the newest of all now
+    os.utime(grows, (when, when))
+
+    report = ingest(None, stream, progress=lambda _: None)
+
+    assert (report.records, report.appended) == (7 * 16, 1)
+    log = IngestLog(Files(None), stream.folder)
+    taken = [[part.name for part in log.plan(batch).files]
+             for batch in log.batch_ids(log.commits_folder)[1:]]
+    assert "producer-0/grows.jsonl" in taken[0] and len(taken) == 4
+    assert sorted((row["source_file"], row["line_number"]) for row in _log(stream)) == sorted(
+        [("producer-0/grows.jsonl", n) for n in range(1, 33)]
+        + [(f"producer-1/f-{file}.jsonl", n) for file in range(6) for n in range(1, 17)])
+
+
 def test_a_stop_asked_for_between_batches_ends_the_catch_up_with_each_batch_committed(
         tmp_path):
     """A command asked to stop while Spark runs (its jobs cancelled, jobs/interrupts.py) says

@@ -265,13 +265,21 @@ class Ingestor:
         limit = self.stream.spec.max_bytes_per_batch
         taken: set[str] = set()
         total = 0
-        for landed_file in sorted(looks, key=lambda f: (f.mtime_ns, f.name)):
+        for landed_file in sorted(looks, key=lambda f: (self._waiting_since(f), f.name)):
             new = sizes[landed_file.name]
             if total and total + new > limit:  # files bringing no new bytes do not count
                 break
             taken.add(landed_file.name)
             total += new
         return [f for f in looks if f.name in taken], len(taken) < len(looks)
+
+    def _waiting_since(self, landed: LandedFile) -> int:
+        """When a file's new bytes may have begun to land: a new file's modification time; a
+        known file that grew, its modification time when a batch last took it (every
+        append moves its time on, so under a backlog it would otherwise stay behind the
+        files landing after it, its first new lines waiting longer and longer)."""
+        part = self.known.get(landed.name)
+        return part.mtime_ns if part is not None else landed.mtime_ns
 
     def _new_bytes(self, landed: LandedFile) -> int:
         """The bytes of a landed file no batch took: the growth of a known file, else all."""

@@ -251,7 +251,7 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     count = len(events)
     restored = ArrivalWatermarks.restore(spec, snapshot)
     combined = restored._combined
-    given = partitions.names if isinstance(partitions, CodedPartitions) else set(partitions)
+    given = partitions.names if isinstance(partitions, CodedPartitions) else partitions
     names = sorted(set(given) | set(restored._partitions))
     codes = {name: index for index, name in enumerate(names)}
     if isinstance(partitions, CodedPartitions):

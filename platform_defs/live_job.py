@@ -31,29 +31,22 @@ from jobs.streams import Stream
 from jobs.streams.landing import IngestReport
 from jobs.table_stats import max_column_value
 from platform_defs import monitoring
-from platform_defs.kafka_views import kafka_metadata
-from platform_defs.late_data_views import watermark_text
 from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import WINDOWED_TABLES, day_partition_metadata
 from platform_defs.resources import DeltaSparkResource, PlatformResource
+from platform_defs.stream_assets import ingest_metadata
 from platform_defs.table_specs import pipeline_key, stream_key, table_path_metadata
 from platform_defs.version_views import switched_events, version_metadata
 
 
 def ingest_materializations(stream: Stream, report: IngestReport
                             ) -> Iterator[AssetMaterialization]:
-    """The ingest's materialisations: its counts are of every batch it ran, ``first_batch_id``
-    to ``batch_id`` (a catch-up over a backlog runs several)."""
+    """The live job's ingest as the ingest asset records it (:func:`ingest_metadata`);
+    nothing when it found nothing new."""
     if report.batch_ids is None:
         return
-    first, last = report.batch_ids
-    for name, path, metadata in (
-            (tables.ARRIVAL_LOG, stream.arrival_log,
-             {"batch_records": report.records, "watermark_ms": report.watermark_ms,
-              "watermark": watermark_text(report.watermark_ms), **kafka_metadata(stream)}),
-            (tables.QUARANTINE, stream.quarantine, {"batch_quarantined": report.quarantined})):
-        yield AssetMaterialization(asset_key=stream_key(stream, name), metadata={
-            **table_path_metadata(path), **metadata, "first_batch_id": first, "batch_id": last})
+    for name, metadata in ingest_metadata(stream, report).items():
+        yield AssetMaterialization(asset_key=stream_key(stream, name), metadata=metadata)
 
 
 def day_materializations(pipeline: Pipeline, metrics: Iterable[dict],

@@ -7,6 +7,7 @@ Each stream is the shared upstream of the pipelines that read it: one group per 
 
 
 from collections.abc import Iterator
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -72,23 +73,30 @@ class LandingConfig(Config):
             very_late_fraction=self.very_late_fraction, bad_fraction=self.bad_fraction)
 
 
-def ingest_results(stream: Stream, report: IngestReport) -> Iterator[MaterializeResult]:
-    """Materialisation metadata of one ingest: the ``batch_*`` counts are of every batch it
-    ran (a backlog beyond the stream's batch size takes several), ``first_batch_id`` to
+def ingest_metadata(stream: Stream, report: IngestReport) -> dict[str, dict[str, Any]]:
+    """Per table (the arrival log, the quarantine), the metadata of one ingest, whichever
+    runs it (the asset, the live job): the ``batch_*`` counts are of every batch it ran (a
+    backlog beyond the stream's batch size takes several), ``first_batch_id`` to
     ``batch_id`` (-1: none)."""
     first, last = report.batch_ids or (-1, -1)
-    yield MaterializeResult(asset_key=stream_key(stream, tables.ARRIVAL_LOG), metadata={
-        **table_path_metadata(stream.arrival_log),
-        "first_batch_id": first, "batch_id": last,
-        "batch_records": report.records, "batch_files": report.files,
-        "watermark_ms": report.watermark_ms, "watermark": watermark_text(report.watermark_ms),
-        **kafka_metadata(stream),
-    })
-    yield MaterializeResult(asset_key=stream_key(stream, tables.QUARANTINE), metadata={
-        **table_path_metadata(stream.quarantine),
-        "batch_quarantined": report.quarantined,
-        "reasons": MetadataValue.json(report.reasons),
-    })
+    return {
+        tables.ARRIVAL_LOG: {
+            **table_path_metadata(stream.arrival_log),
+            "first_batch_id": first, "batch_id": last,
+            "batch_records": report.records, "batch_files": report.files,
+            "watermark_ms": report.watermark_ms,
+            "watermark": watermark_text(report.watermark_ms), **kafka_metadata(stream)},
+        tables.QUARANTINE: {
+            **table_path_metadata(stream.quarantine),
+            "batch_quarantined": report.quarantined,
+            "reasons": MetadataValue.json(report.reasons)},
+    }
+
+
+def ingest_results(stream: Stream, report: IngestReport) -> Iterator[MaterializeResult]:
+    """The ingest asset's materialisations (:func:`ingest_metadata`)."""
+    for name, metadata in ingest_metadata(stream, report).items():
+        yield MaterializeResult(asset_key=stream_key(stream, name), metadata=metadata)
 
 
 def topics_spec(stream: Stream, owners: list[str] = OWNERS) -> AssetSpec:

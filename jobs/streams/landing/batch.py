@@ -446,13 +446,12 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
 
     Columns throughout: a line's place in the batch is its index into the parts' columns
     laid end to end, and the arrival order a permutation of those indexes."""
-    names = sorted({read.name for read in reads})
-    code_of = {name: code for code, name in enumerate(names)}
+    names, file_of_read = _coded([read.name for read in reads])
     sizes = [len(read) for read in reads]
     count = sum(sizes)
     starts = np.cumsum([0, *sizes])
     owner = np.repeat(np.arange(len(reads), dtype=np.int64), sizes)
-    codes = np.repeat(np.array([code_of[read.name] for read in reads], dtype=np.int64), sizes)
+    codes = np.repeat(file_of_read, sizes)
     numbers = _joined([read.numbers for read in reads])
     clocks = _joined([read.clocks for read in reads])
     order = np.lexsort((numbers, codes, clocks)) if count else np.empty(0, dtype=np.int64)
@@ -467,10 +466,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     good = order[good_mask]  # batch indexes of the good records, in arrival order
     bad = order[~good_mask]
     partitions_of = [read.partition for read in reads]
-    partition_names = sorted(set(partitions_of))
-    code_of_partition = {name: code for code, name in enumerate(partition_names)}
-    partition_of_read = np.array([code_of_partition[p] for p in partitions_of],
-                                 dtype=np.int64)
+    partition_names, partition_of_read = _coded(partitions_of)
     good_partitions = CodedPartitions(partition_names, partition_of_read[owner[good]])
     start = start_state.get("watermarks")
     column = watermark_column(rules.watermark, start, good_partitions, events[good],
@@ -528,6 +524,13 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
     return BatchRows(good_rows, bad_rows, state, current)
+
+
+def _coded(labels: list[str]) -> tuple[list[str], np.ndarray]:
+    """The labels' distinct values in order, and each label's index into them."""
+    names = sorted(set(labels))
+    code_of = {name: code for code, name in enumerate(names)}
+    return names, np.array([code_of[label] for label in labels], dtype=np.int64)
 
 
 def _one_array(chunks: list[pa.Array]) -> pa.Array | pa.ChunkedArray:

@@ -97,6 +97,9 @@ class BucketProcessor(StatefulProcessor):
         self.decimals_as_units = decimals_as_units
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        from jobs.runtime.worker_gc import spare_live_objects
+
+        spare_live_objects()  # a task's start in the worker
         self.handle = handle
         self.state = handle.getValueState("bucket", STATE_SCHEMA)
         self.engine = self.make_engine()

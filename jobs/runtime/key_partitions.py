@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
+from jobs.runtime.worker_gc import spare_live_objects
+
 KeyFunction = Callable[[Any, Any], list]
 """``(key, the key's rows in arrival order) -> output items``; the rows are a frame, or the
 list ``convert`` made of them."""
@@ -36,6 +38,7 @@ def map_keys(frame: DataFrame, key_column: str, run_key: KeyFunction,
     per key costs about a quarter of a millisecond, more than a small key's records do."""
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        spare_live_objects()  # a task's start in the worker
         for items in _per_key(batches, key_column, run_key, convert):
             yield to_frame(items)
 
@@ -65,6 +68,7 @@ def map_whole_keys_to_arrow(frame: DataFrame, key_column: str,
     order), for work that is cheaper over many keys' columns at once than key by key."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        spare_live_objects()  # a task's start in the worker
         for batch in whole_keys(batches, key_column):
             yield from run_keys(batch)
 

@@ -33,6 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.runtime.worker_gc import spare_live_objects
+
 PACKED_COLUMN = "packed_records"
 """Arrow IPC stream bytes of a bucket's records. (No leading underscore: PySpark's serializer
 passes rows through named tuples, which rename such fields.)"""
@@ -88,6 +90,7 @@ def pack_by_bucket(frame: DataFrame, bucket: str, watermark: str = "watermark_ms
     schema = f"{bucket} int, {PACKED_WATERMARK} bigint, {PACKED_COLUMN} binary"
 
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        spare_live_objects()  # a task's start in the worker
         pending: list[pa.RecordBatch] = []
         rows = 0
         for batch in batches:

@@ -59,10 +59,12 @@ def _partition_function(service_url: str, config: AsyncEnrichConfig, token_env: 
     def enrich_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         from pyspark import TaskContext
 
+        from jobs.runtime.worker_gc import spare_live_objects
         from operators.async_io import enrich_batch
         from operators.async_results import Recording
         from services.enrichment_client import user_lookup
 
+        spare_live_objects()  # a task's start in the worker
         frame = pd.concat(list(batches), ignore_index=True)
         if frame.empty:
             return

@@ -1,19 +1,22 @@
 """Spark's Python workers spare the objects alive at a task's start from the full collection
 PySpark runs after every task (jobs/runtime/worker_gc.py), and give them back to it now and
-then, so a reference cycle frozen while alive is still freed. Run in a fresh interpreter: the
-freeze is process-wide."""
+then, so a reference cycle frozen while alive is still freed; outside a reused worker they
+freeze nothing. Run in fresh interpreters: the freeze is process-wide."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from jobs.runtime.worker_gc import REUSED_WORKER
+
 REPO = Path(__file__).resolve().parents[1]
 
-SCRIPT = textwrap.dedent("""
-    import gc, time, weakref
+IN_A_REUSED_WORKER = textwrap.dedent("""
+    import gc, weakref
     from jobs.runtime import worker_gc
 
     class Node:
@@ -22,10 +25,11 @@ SCRIPT = textwrap.dedent("""
     # alive when a task starts: frozen, so the collection after the task skips it
     node = Node(); node.me = node
     alive = weakref.ref(node)
+    walked_before = len(gc.get_objects())  # what a full collection walks
     worker_gc.spare_live_objects()
     frozen = gc.get_freeze_count()
     assert frozen > 1000, frozen  # the imports, not only the cycle
-    started = time.perf_counter(); gc.collect(); spared_s = time.perf_counter() - started
+    assert len(gc.get_objects()) < walked_before / 10, "a collection walks what came after"
     del node
     gc.collect()  # PySpark's collection after the task
     assert alive() is not None, "a frozen cycle waits for the thaw"
@@ -37,16 +41,32 @@ SCRIPT = textwrap.dedent("""
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert alive() is None, "the thawed cycle is freed by the task's collection"
-    started = time.perf_counter(); gc.collect(); full_s = time.perf_counter() - started
     worker_gc.spare_live_objects()  # the next task freezes again
     assert gc.get_freeze_count() > 1000
-    print(spared_s, full_s)
+""")
+
+ELSEWHERE = textwrap.dedent("""
+    import gc
+    from jobs.runtime import worker_gc
+
+    worker_gc.spare_live_objects()
+    assert gc.get_freeze_count() == 0, "nothing collects after a task here: nothing to spare"
 """)
 
 
+def _run(script: str, reused: bool) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != REUSED_WORKER}
+    if reused:
+        env[REUSED_WORKER] = "1"
+    return subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_task_spares_what_was_alive_and_a_thaw_frees_frozen_cycles():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    done = _run(IN_A_REUSED_WORKER, reused=True)
     assert done.returncode == 0, done.stderr
-    spared_s, full_s = map(float, done.stdout.split())
-    assert spared_s < full_s, "a collection after a freeze walks fewer objects"
+
+
+def test_nothing_is_frozen_outside_a_reused_worker():
+    done = _run(ELSEWHERE, reused=False)
+    assert done.returncode == 0, done.stderr

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from jobs.runtime.worker_gc import spare_live_objects
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 
 SPARK_DELAY = "1 millisecond"
@@ -97,8 +98,6 @@ class BucketProcessor(StatefulProcessor):
         self.decimals_as_units = decimals_as_units
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from jobs.runtime.worker_gc import spare_live_objects
-
         spare_live_objects()  # a task's start in the worker
         self.handle = handle
         self.state = handle.getValueState("bucket", STATE_SCHEMA)
@@ -153,7 +152,9 @@ class BucketProcessor(StatefulProcessor):
         yield from self._save(None, output)
 
     def close(self) -> None:
-        pass
+        # the task's end: the engine and its state were made after the task's freeze
+        # (jobs/runtime/worker_gc.py); nothing of them outlives it
+        self.engine = self.state = self.handle = None
 
 
 def _decimal_default(value: Any) -> Any:

@@ -10,18 +10,27 @@ benchmarks/RESULTS.md) and found nothing to free.
 ``gc.freeze()`` moves the objects tracked at that moment to a permanent generation that
 collections skip. A task entry calls :func:`spare_live_objects` first: what is alive then
 (PySpark's collection after the last task has just freed the rest) is the modules and their
-caches, so the collection after the task walks only what the task itself made. An object
-frozen while alive that later becomes garbage in a reference cycle would never be collected,
-so every :data:`THAW_EVERY` tasks the permanent generation goes back (``gc.unfreeze()``) and
-that task's collection walks everything once.
+caches, plus what the task itself has unpickled so far (its function or processor), so the
+collection after the task walks only what the task made since. An object frozen while alive
+that later becomes garbage in a reference cycle is not collected until every
+:data:`THAW_EVERY` tasks the permanent generation goes back (``gc.unfreeze()``) and that task's
+collection walks everything once. The first freeze also takes what importing left in cycles,
+and the thaw frees it; collecting first would cost a one-task worker a full walk for nothing.
+Without worker reuse (``spark.python.worker.reuse=false``) nothing collects after a task, and
+outside a Spark worker (a test calling a reader directly) nothing should be frozen: both do
+nothing.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 
 THAW_EVERY = 500
 """Tasks between two full collections of a worker process."""
+REUSED_WORKER = "SPARK_REUSE_WORKER"
+"""Set by Spark in a Python worker's environment when the daemon reuses it (and collects after
+each task)."""
 
 _tasks = 0
 
@@ -30,9 +39,9 @@ def spare_live_objects() -> None:
     """At a task's start in a Spark Python worker: spare the objects alive now from the
     collections after this task (see the module docstring)."""
     global _tasks
+    if not os.environ.get(REUSED_WORKER):
+        return
     _tasks += 1
-    if _tasks == 1:  # what importing left as garbage, before it is frozen with the rest
-        gc.collect()
     if _tasks % THAW_EVERY == 0:
         gc.unfreeze()
     else:

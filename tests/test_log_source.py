@@ -18,6 +18,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 from jobs import fast_writes
 from jobs.live.cohorts import CohortRecord
 from jobs.live.log_source import OFFSET, ArrivalLogReader, bucket_of_keys, byte_count
+from jobs.live.stream import DEFAULT_MAX_BYTES_PER_TRIGGER, trigger_limits
 from jobs.runtime.buckets import BUCKET_COLUMN, bucket_column
 from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, pack_by_bucket, unpack
 from jobs.streams.landing import ARRIVAL_SCHEMA
@@ -140,6 +141,24 @@ def test_a_micro_batch_takes_at_most_its_limit_and_available_now_stops_at_its_en
     assert reader.latestOffset({OFFSET: 40}, ReadAllAvailable()) == {OFFSET: 40}
     assert _reader(location, 4).latestOffset({OFFSET: 0}, ReadAllAvailable()) == {OFFSET: 41}
     assert len(_records(_read(reader, 40, 41))) == 1  # the next run's micro-batch reads it
+
+
+def test_a_live_micro_batch_takes_a_bounded_share_of_a_backlog_unless_told_otherwise(tmp_path):
+    """A stream far behind took its whole backlog in one micro-batch (the 1,000-file default,
+    each file an ingest batch): a session pipeline's output of a row per record then
+    overflowed the JVM's heap, on every restart alike. With no limit given a micro-batch takes
+    at most 64 MiB of the log's files, and at least one; a limit given is kept."""
+    assert trigger_limits(None, None) == (None, DEFAULT_MAX_BYTES_PER_TRIGGER)
+    assert byte_count(DEFAULT_MAX_BYTES_PER_TRIGGER) == 64 * 2**20
+    assert trigger_limits(3, None) == (3, None)
+    assert trigger_limits(None, "1g") == (None, "1g")
+    location = str(tmp_path / "arrival_log")
+    _log(location, [10, 10, 10], seed=3)
+    _, limit = trigger_limits(None, None)
+    reader = _reader(location, 4, max_bytes_per_trigger=str(byte_count(limit)))
+    assert reader.getDefaultReadLimit() == ReadMaxBytes(64 * 2**20)
+    assert reader.latestOffset({OFFSET: 0}, reader.getDefaultReadLimit()) == {OFFSET: 30}
+    assert reader.latestOffset({OFFSET: 0}, ReadMaxBytes(1)) == {OFFSET: 10}  # one file at least
 
 
 def test_sizes_are_read_as_spark_writes_them():

@@ -36,7 +36,7 @@ from jobs.delta_io import table_exists
 from jobs.live import cohorts
 from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
-from jobs.live.log_source import packed_arrivals
+from jobs.live.log_source import byte_count, packed_arrivals
 from jobs.live.sink import PipelineSink, StreamSink, app_id_for
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
@@ -56,6 +56,14 @@ from operators.pipeline import PipelineSpec
 from operators.process_pipeline import user_error_in
 
 DEFAULT_BUCKETS = 16
+DEFAULT_MAX_BYTES_PER_TRIGGER = "64m"
+"""The most of the arrival log's files a live micro-batch takes (at least one file) when no
+limit is given: about 2 million records of the benchmark's, a few seconds of the stream at its
+ceiling. Without it a stream behind took every file (the sources' 1,000-file default, each
+file an ingest batch of up to 64 MiB of landing lines), and a session pipeline's micro-batch,
+which emits a row per record, once held more than 1 GiB of output in one Arrow buffer: the
+JVM ran out of heap in the sink's collect, and the same offsets would have failed again on
+every restart (benchmarks/RESULTS.md)."""
 STREAM_SETTINGS = {
     # adaptive query execution re-plans every small micro-batch job and Delta MERGE: measured
     # 2.3 s against 1.7 s per results MERGE on 2 cores (benchmarks/RESULTS.md)
@@ -236,6 +244,15 @@ def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                         on_flush=on_flush, on_batch=on_batch)
 
 
+def trigger_limits(max_files_per_trigger: int | None, max_bytes_per_trigger: str | int | None
+                   ) -> tuple[int | None, str | int | None]:
+    """How much of the log a micro-batch takes: what was given, else
+    :data:`DEFAULT_MAX_BYTES_PER_TRIGGER`."""
+    if max_files_per_trigger or max_bytes_per_trigger:
+        return max_files_per_trigger, max_bytes_per_trigger
+    return None, DEFAULT_MAX_BYTES_PER_TRIGGER
+
+
 def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
                  trigger: str = "available_now", max_files_per_trigger: int | None = None,
                  max_bytes_per_trigger: str | None = None,
@@ -257,6 +274,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
                            source="delta" if packable is None else "arrival_positions")
     for pipeline in pipelines:
         versions.record(pipeline)
+    max_files_per_trigger, max_bytes_per_trigger = trigger_limits(max_files_per_trigger,
+                                                                  max_bytes_per_trigger)
     if record.source == "arrival_positions":
         if packable is None:  # a cohort's versions only ever leave it: it cannot happen
             raise SettingsError(f"--checkpoint ({run.checkpoint}): its query reads the log by "
@@ -271,8 +290,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
         reader = spark.readStream.format("delta")
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
-        if max_bytes_per_trigger:
-            reader = reader.option("maxBytesPerTrigger", max_bytes_per_trigger)
+        if max_bytes_per_trigger:  # in bytes: Delta's parser and ours agree on a number
+            reader = reader.option("maxBytesPerTrigger", str(byte_count(max_bytes_per_trigger)))
         packs = stream_input(reader.load(source), specs, buckets)
     keys = [member_key(member_of(p)) for p in pipelines]
     output_schema = stream_output_schema(specs)

@@ -20,6 +20,7 @@ from jobs.runtime.packing import (
     PACKED_OUTPUT,
     PACKED_WATERMARK,
     UNSIZED,
+    output_table,
     pack_output,
     packed,
     rows_only_arrow_batches,
@@ -142,12 +143,14 @@ def test_packed_output_reaches_the_driver_row_for_row(calls, chunks):
 
 
 def test_a_large_output_leaves_in_packs_the_collector_keeps_small():
-    """A call's many rows (a session's assignment per record) leave in several packs of about
-    ``PACK_BYTES`` each, and come back whole and in order."""
+    """A call's many rows (a session's assignment per record) leave in several compressed packs
+    of about ``PACK_BYTES`` of rows each, and come back whole and in order."""
     rows = [{"kind": "assign", "window_end_ms": i, "pane_index": None, "is_last": None,
              "value": Decimal(i) / 100, "agg_mean": None} for i in range(40_000)]
     packs = pack_output([_frame(rows[:25_000]), _frame(rows[25_000:])], OUTPUT)
     assert len(packs) > 4
     assert max(len(blob) for blob in packs) < 2 * PACK_BYTES
+    # mostly null columns compress: the packs are a fraction of the rows' Arrow bytes
+    assert sum(map(len, packs)) < output_table(pd.concat([_frame(rows)]), OUTPUT).nbytes / 2
     got = unpack_output(pa.table({PACKED_OUTPUT: pa.array(packs, pa.binary())}), OUTPUT)
     assert got.to_pylist() == rows

@@ -50,6 +50,14 @@ object of half a heap region or more (1 MiB in the driver's 4 GiB heap) as humon
 pack per call (megabytes of a bucket's session assignments) its threads took 0.3-0.9 s of CPU
 per 400,000-record micro-batch against 0.1 s in packs of this size (a catch-up of 6.4 M
 records, benchmarks/RESULTS.md)."""
+OUTPUT_COMPRESSION = pa.ipc.IpcWriteOptions(compression="lz4")
+"""Output packs are LZ4-compressed Arrow IPC. The output schema has a column for every kind of
+row and pipeline, most of them null in any one row: a session's assignment row is 192 bytes
+as Arrow and 45 compressed (+45 ns a row to write, +47 to read). Uncompressed, a session
+pipeline's micro-batch of 1-3 million records left the stateful stage as hundreds of
+megabytes, which the sink's collect wrote into one Arrow buffer (Spark cuts those batches by
+rows only for a narrow stream, :func:`rows_only_arrow_batches`) until the JVM ran out of heap
+(benchmarks/RESULTS.md)."""
 MAX_ROWS_PER_PACK = 1_000_000
 """Records gathered before a partition's packs are cut (bounds the Python worker's memory)."""
 
@@ -153,7 +161,8 @@ def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame
 
 def pack_output(parts: Sequence[pd.DataFrame | pa.Table], schema: pa.Schema) -> list[bytes]:
     """One call's output (frames with columns by name as in ``schema``, or tables of
-    ``schema``) as Arrow IPC bytes, cut into packs of about :data:`PACK_BYTES`. A frame is
+    ``schema``) as Arrow IPC bytes (:data:`OUTPUT_COMPRESSION`), cut into packs of about
+    :data:`PACK_BYTES` before compression. A frame is
     converted as PySpark converts one (:func:`output_table`), so the driver reads the same
     values as from Spark's own rows."""
     tables = [part if isinstance(part, pa.Table) else output_table(part, schema)
@@ -165,7 +174,7 @@ def pack_output(parts: Sequence[pd.DataFrame | pa.Table], schema: pa.Schema) -> 
     packs = []
     for start in range(0, table.num_rows, rows):
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, schema) as writer:
+        with pa.ipc.new_stream(sink, schema, options=OUTPUT_COMPRESSION) as writer:
             writer.write_table(table.slice(start, rows))
         packs.append(sink.getvalue().to_pybytes())
     return packs

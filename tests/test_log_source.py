@@ -144,21 +144,35 @@ def test_a_micro_batch_takes_at_most_its_limit_and_available_now_stops_at_its_en
 
 
 def test_a_live_micro_batch_takes_a_bounded_share_of_a_backlog_unless_told_otherwise(tmp_path):
-    """A stream far behind took its whole backlog in one micro-batch (the 1,000-file default,
-    each file an ingest batch): a session pipeline's output of a row per record then
-    overflowed the JVM's heap, on every restart alike. With no limit given a micro-batch takes
-    at most 64 MiB of the log's files, and at least one; a limit given is kept."""
+    """A stream behind took its backlog in micro-batches of up to 1,000 files, or 20 for a
+    version catching up, each file an ingest batch of up to 64 MiB of lines: a session
+    pipeline's output of a row per record then overflowed the JVM's heap, on every restart
+    alike. A micro-batch now also takes at most 64 MiB of the log's files unless a byte limit
+    is given (at least one file), whichever limit is reached first."""
     assert trigger_limits(None, None) == (None, DEFAULT_MAX_BYTES_PER_TRIGGER)
     assert byte_count(DEFAULT_MAX_BYTES_PER_TRIGGER) == 64 * 2**20
-    assert trigger_limits(3, None) == (3, None)
+    assert trigger_limits(3, None) == (3, DEFAULT_MAX_BYTES_PER_TRIGGER)
     assert trigger_limits(None, "1g") == (None, "1g")
     location = str(tmp_path / "arrival_log")
-    _log(location, [10, 10, 10], seed=3)
+    _log(location, [10, 10, 10, 10], seed=3)
     _, limit = trigger_limits(None, None)
     reader = _reader(location, 4, max_bytes_per_trigger=str(byte_count(limit)))
     assert reader.getDefaultReadLimit() == ReadMaxBytes(64 * 2**20)
-    assert reader.latestOffset({OFFSET: 0}, reader.getDefaultReadLimit()) == {OFFSET: 30}
+    assert reader.latestOffset({OFFSET: 0}, reader.getDefaultReadLimit()) == {OFFSET: 40}
     assert reader.latestOffset({OFFSET: 0}, ReadMaxBytes(1)) == {OFFSET: 10}  # one file at least
+
+    from deltalake import DeltaTable
+
+    sizes = sorted(pa.table(DeltaTable(location).get_add_actions(flatten=True))
+                   .column("size_bytes").to_pylist())
+    two_files = sizes[-1] + sizes[-2]  # any two of them (all about equal), not three
+    both = _reader(location, 4, max_files_per_trigger="3", max_bytes_per_trigger=str(two_files))
+    assert both.getDefaultReadLimit() == ReadMaxFiles(3)  # what Spark hands back to the source
+    assert both.latestOffset({OFFSET: 0}, both.getDefaultReadLimit()) == {OFFSET: 20}  # bytes first
+    files_first = _reader(location, 4, max_files_per_trigger="1",
+                          max_bytes_per_trigger=str(two_files))
+    assert files_first.latestOffset({OFFSET: 0}, files_first.getDefaultReadLimit()) == \
+        {OFFSET: 10}
 
 
 def test_sizes_are_read_as_spark_writes_them():

@@ -44,7 +44,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from jobs.runtime.buckets import BUCKET_COLUMN
-from jobs.runtime.log_files import LogFilesReader, read_log_file
+from jobs.runtime.log_files import LogFiles, LogFilesReader, read_log_file
 from jobs.runtime.packing import MAX_ROWS_PER_PACK, PACKED_COLUMN, PACKED_WATERMARK, packed
 from jobs.runtime.worker_gc import spare_live_objects
 
@@ -89,6 +89,7 @@ class ArrivalLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.columns = json.loads(options["columns"])
         self.buckets = int(options["buckets"])
         self.tasks = max(1, int(options.get("tasks", "2")))
+        self.max_files_given = bool(options.get("max_files_per_trigger"))
         self.max_files = int(options.get("max_files_per_trigger") or MAX_FILES)
         self.max_bytes = int(options.get("max_bytes_per_trigger") or 0)
         self._files = LogFilesReader(self.location)
@@ -98,7 +99,9 @@ class ArrivalLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {OFFSET: 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxBytes(self.max_bytes) if self.max_bytes else ReadMaxFiles(self.max_files)
+        if self.max_bytes and not self.max_files_given:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadMaxFiles(self.max_files)
 
     def prepareForTriggerAvailableNow(self) -> None:
         files = self._files.current()
@@ -115,10 +118,13 @@ class ArrivalLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxFiles):
             pending = pending[:max(1, limit.max_files)]
         elif isinstance(limit, ReadMaxBytes):
-            within = np.cumsum(files.sizes[pending]) <= limit.max_bytes
-            pending = pending[:max(1, int(within.sum()))]
+            pending = _within_bytes(files, pending, limit.max_bytes)
         elif not isinstance(limit, ReadAllAvailable):
             raise ValueError(f"the arrival log source takes no {type(limit).__name__}")
+        if self.max_bytes and not isinstance(limit, ReadAllAvailable):
+            # a file limit and a byte limit: whichever is reached first (Spark hands a Python
+            # source one limit, its default, which is the file limit when there is one)
+            pending = _within_bytes(files, pending, self.max_bytes)
         end = int(files.last[pending].max()) + 1
         if self._available_now_end is not None:
             end = min(end, self._available_now_end)
@@ -143,6 +149,12 @@ class ArrivalLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         spare_live_objects()  # a task's start in the worker
         yield from read_packed(self.location, partition.paths, partition.start, partition.end,
                                self.columns, self.buckets)
+
+
+def _within_bytes(files: LogFiles, pending: np.ndarray, max_bytes: int) -> np.ndarray:
+    """The first of ``pending`` files that hold at most ``max_bytes`` together, at least one."""
+    within = np.cumsum(files.sizes[pending]) <= max_bytes
+    return pending[:max(1, int(within.sum()))]
 
 
 def read_packed(location: str, paths: Sequence[str], start: int, end: int,

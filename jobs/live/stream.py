@@ -58,12 +58,13 @@ from operators.process_pipeline import user_error_in
 DEFAULT_BUCKETS = 16
 DEFAULT_MAX_BYTES_PER_TRIGGER = "64m"
 """The most of the arrival log's files a live micro-batch takes (at least one file) when no
-limit is given: about 2 million records of the benchmark's, a few seconds of the stream at its
-ceiling. Without it a stream behind took every file (the sources' 1,000-file default, each
-file an ingest batch of up to 64 MiB of landing lines), and a session pipeline's micro-batch,
-which emits a row per record, once held more than 1 GiB of output in one Arrow buffer: the
-JVM ran out of heap in the sink's collect, and the same offsets would have failed again on
-every restart (benchmarks/RESULTS.md)."""
+byte limit is given, beside any file limit: about 2 million records of the benchmark's, a few
+seconds of the stream at its ceiling. A file limit alone bounds nothing, since each file is an
+ingest batch of up to 64 MiB of landing lines: a version catching up (20 files a trigger,
+``rollout_max_files_per_trigger``) took 3-5 million records a micro-batch, and a session
+pipeline's, which emits a row per record, once held more than 1 GiB of output in one Arrow
+buffer: the JVM ran out of heap in the sink's collect, and the same offsets would have failed
+again on every restart (benchmarks/RESULTS.md)."""
 STREAM_SETTINGS = {
     # adaptive query execution re-plans every small micro-batch job and Delta MERGE: measured
     # 2.3 s against 1.7 s per results MERGE on 2 cores (benchmarks/RESULTS.md)
@@ -246,11 +247,9 @@ def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
 
 def trigger_limits(max_files_per_trigger: int | None, max_bytes_per_trigger: str | int | None
                    ) -> tuple[int | None, str | int | None]:
-    """How much of the log a micro-batch takes: what was given, else
-    :data:`DEFAULT_MAX_BYTES_PER_TRIGGER`."""
-    if max_files_per_trigger or max_bytes_per_trigger:
-        return max_files_per_trigger, max_bytes_per_trigger
-    return None, DEFAULT_MAX_BYTES_PER_TRIGGER
+    """How much of the log a micro-batch takes: the limits given, and
+    :data:`DEFAULT_MAX_BYTES_PER_TRIGGER` when no byte limit is (whichever is reached first)."""
+    return max_files_per_trigger, max_bytes_per_trigger or DEFAULT_MAX_BYTES_PER_TRIGGER
 
 
 def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,

@@ -206,10 +206,17 @@ def _struct(ddl: str) -> StructType:
     return StructType(fields)
 
 
-def _days(end_ms: pd.Series, time_zone: str) -> list:
-    """The day of each window's max timestamp (``end - 1``) in ``time_zone``."""
-    moments = pd.to_datetime(end_ms.to_numpy(dtype="int64") - 1, unit="ms", utc=True)
-    return list(moments.tz_convert(ZoneInfo(time_zone)).date)
+def _days(end_ms: pd.Series | pa.ChunkedArray, time_zone: str) -> pa.Array:
+    """The day of each window's max timestamp (``end - 1``) in ``time_zone``, as ``date32``:
+    in numpy, once per distinct end (a session batch has a row per record, and a Python
+    ``date`` per row was a third of its assignments' table)."""
+    ends = end_ms.to_numpy(dtype="int64") if isinstance(end_ms, pd.Series) \
+        else np.asarray(end_ms.to_numpy(), dtype="int64")
+    codes, distinct = pd.factorize(ends)
+    moments = pd.to_datetime(distinct - 1, unit="ms", utc=True).tz_convert(ZoneInfo(time_zone))
+    # the local wall time's calendar day: datetime64 to days floors, before 1970 too
+    local = moments.tz_localize(None).to_numpy().astype("datetime64[D]").astype(np.int32)
+    return pa.array(local, pa.date32()).take(pa.array(codes))
 
 
 def _timestamps(ms: pd.Series) -> pa.Array:
@@ -227,7 +234,7 @@ def results_table(panes: pd.DataFrame, spec: PipelineSpec, time_zone: str) -> pa
         "window_end_ms": pa.array(panes["window_end_ms"].to_numpy(dtype="int64")),
         "window_start": _timestamps(panes["window_start_ms"]),
         "window_end": _timestamps(panes["window_end_ms"]),
-        "window_end_date": pa.array(_days(panes["window_end_ms"], time_zone), pa.date32()),
+        "window_end_date": _days(panes["window_end_ms"], time_zone),
         "pane_index": pa.array(panes["pane_index"].to_numpy(dtype="int32")),
         "timing": pa.array(panes["timing"].tolist(), pa.string()),
         "is_last": pa.array(panes["is_last"].astype(bool).tolist(), pa.bool_()),
@@ -253,30 +260,30 @@ def late_table(late: pd.DataFrame, time_zone: str) -> pa.Table:
         "watermark_ms": pa.array(late["watermark_ms"].to_numpy(dtype="int64")),
         "window_start_ms": pa.array(late["window_start_ms"].to_numpy(dtype="int64")),
         "window_end_ms": pa.array(late["window_end_ms"].to_numpy(dtype="int64")),
-        "window_end_date": pa.array(_days(late["window_end_ms"], time_zone), pa.date32()),
+        "window_end_date": _days(late["window_end_ms"], time_zone),
         "value": pa.array(late["value"].tolist(), pa.decimal128(38, 9)),
     }
     return pa.Table.from_pydict(columns, schema=arrow_schema(tables.LATE_RECORDS_SCHEMA))
 
 
-def assignment_table(fates: pd.DataFrame, time_zone: str) -> pa.Table:
-    """Assign and late rows of a runtime's output in the ``window_assignments`` shape (late
-    rows are the dropped assignments)."""
+def assignment_table(output: pa.Table, time_zone: str) -> pa.Table:
+    """The assign and late rows of a runtime's output in the ``window_assignments`` shape
+    (late rows are the dropped assignments). Arrow to Arrow: a session pipeline has a row here
+    per record, and through pandas each row's key and fate became Python objects and back."""
     from jobs.fast_writes import arrow_schema
 
-    fate = np.where(fates["kind"].to_numpy() == "late", DROPPED, fates["fate"].to_numpy())
+    schema = arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA)
+    taken = [name for name in schema.names if name != "window_end_date"]
+    fates = output.select(["kind", *taken]).filter(
+        pc.is_in(output.column("kind"), pa.array(["assign", "late"], pa.string())))
+    late = pc.equal(fates.column("kind"), "late")
     columns = {
-        "key": pa.array(fates["key"].tolist(), pa.string()),
-        "arrival_seq": pa.array(fates["arrival_seq"].to_numpy(dtype="int64")),
-        "event_time_ms": pa.array(fates["event_time_ms"].to_numpy(dtype="int64")),
-        "ingest_time_ms": pa.array(fates["ingest_time_ms"].to_numpy(dtype="int64")),
-        "watermark_ms": pa.array(fates["watermark_ms"].to_numpy(dtype="int64")),
-        "window_start_ms": pa.array(fates["window_start_ms"].to_numpy(dtype="int64")),
-        "window_end_ms": pa.array(fates["window_end_ms"].to_numpy(dtype="int64")),
-        "window_end_date": pa.array(_days(fates["window_end_ms"], time_zone), pa.date32()),
-        "fate": pa.array(fate.tolist(), pa.string()),
+        "window_end_date": _days(fates.column("window_end_ms"), time_zone),
+        "fate": pc.if_else(late, pa.scalar(DROPPED, pa.string()), fates.column("fate")),
     }
-    return pa.Table.from_pydict(columns, schema=arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA))
+    return pa.Table.from_arrays(
+        [(columns[field.name] if field.name in columns else fates.column(field.name))
+         .cast(field.type) for field in schema], schema=schema)
 
 
 def column_min(column: pa.ChunkedArray) -> str:

@@ -114,14 +114,15 @@ def test_each_pipeline_beside_others_emits_exactly_what_it_emits_alone(stream, c
     # one Arrow table per call, in the stream's schema, each row tagged with its pipeline
     assert all(table.schema == stream_output_schema([PARSED[n] for n in names])
                for table in together)
-    joined = as_frame(pa.concat_tables(together)) if together else None
-    assert joined is None or set(joined[PIPELINE_COLUMN]) <= set(names)
+    joined = pa.concat_tables(together) if together else None
+    assert joined is None or set(joined.column(PIPELINE_COLUMN).to_pylist()) <= set(names)
     # alone, delivered in other slices: the rows of a pipeline depend on neither
     parts = min(split, len(frame))
     other = [len(frame) // parts + (i < len(frame) % parts) for i in range(parts)]
     for index, name in enumerate(names):
         alone = _frames(_drive(make_engine(PARSED[name])(), frame, sizes, final))
-        mine = [] if joined is None else [pipeline_rows(joined, index, name, PARSED[name])]
+        mine = [] if joined is None else [as_frame(pipeline_rows(joined, index, name,
+                                                               PARSED[name]))]
         assert _rows(mine) == _rows(alone), name
         latest_alone = _latest(_frames(_drive(make_engine(PARSED[name])(), frame, other,
                                               final)))

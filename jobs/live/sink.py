@@ -105,6 +105,11 @@ def app_id_for(checkpoint: str, pipeline: str = "") -> str:
     return "live-" + hashlib.sha256(f"{checkpoint}#{pipeline}".encode()).hexdigest()[:16]
 
 
+def _of_kind(rows: pa.Table, kind: pa.ChunkedArray, *kinds: str) -> pa.Table:
+    """The output rows of the given kinds (``pane``, ``late``, ``assign``, ``progress``)."""
+    return rows.filter(pc.is_in(kind, pa.array(kinds, pa.string())))
+
+
 @dataclass
 class PipelineSink:
     """One pipeline's tables, written from its rows of each micro-batch."""
@@ -158,7 +163,7 @@ class PipelineSink:
 
     # -- one micro-batch --------------------------------------------------------------------------
 
-    def write(self, rows: pd.DataFrame, batch_id: int) -> dict | None:
+    def write(self, rows: pa.Table, batch_id: int) -> dict | None:
         """Write the pipeline's rows of micro-batch ``batch_id``; its summary (``None`` when
         the batch had nothing for it), kept until its metrics are flushed."""
         started = time.monotonic()
@@ -209,51 +214,52 @@ class PipelineSink:
                                "failed") from self._flush_error
         self.flush()
 
-    def _write(self, rows: pd.DataFrame, batch_id: int) -> dict | None:
-        if rows.empty:
+    def _write(self, rows: pa.Table, batch_id: int) -> dict | None:
+        if not rows.num_rows:
             return None  # a batch with no output at all
         if self.pipeline.spec.is_process:
-            return self._write_process(rows, batch_id)
+            return self._write_process(rows.to_pandas(), batch_id)
         spec = self.pipeline.spec
         zone = self.pipeline.time_zone
-        kind = rows["kind"].to_numpy()
-        panes, late = rows[kind == "pane"], rows[kind == "late"]
-        progress = rows[kind == "progress"]
-        fates = rows[(kind == "assign") | (kind == "late")] if not spec.is_standard_window \
-            else rows.iloc[0:0]
+        # panes, late and progress rows are few, and go through pandas; a session pipeline's
+        # assignments are a row per record and stay Arrow (jobs/window_tables.py)
+        kind = rows.column("kind")
+        panes, late, progress = (_of_kind(rows, kind, name).to_pandas()
+                                 for name in ("pane", "late", "progress"))
+        fates = assignment_table(rows, zone) if not spec.is_standard_window else None
         writes: list[Callable[[], None]] = []
         if len(panes):
             writes.append(lambda: self._merge_panes(panes))
         if len(late):
             writes.append(lambda: self._insert(late_table(late, zone), tables.LATE_RECORDS,
                                                LATE_KEY))
-        if len(fates):
-            writes.append(lambda: self._insert(assignment_table(fates, zone),
-                                               tables.WINDOW_ASSIGNMENTS, ASSIGNMENT_KEY))
+        if fates is not None and fates.num_rows:
+            writes.append(lambda: self._insert(fates, tables.WINDOW_ASSIGNMENTS,
+                                               ASSIGNMENT_KEY))
         with ThreadPoolExecutor(max_workers=max(1, len(writes))) as pool:
             for future in [pool.submit(write) for write in writes]:
                 future.result()
         records = int(progress["records"].sum()) if len(progress) else 0
-        windows = rows[kind != "progress"]
-        ends = windows["window_end_ms"].dropna()
-        watermarks = rows["watermark_ms"].dropna()
+        ends = pc.min_max(pc.filter(rows.column("window_end_ms"),
+                                    pc.not_equal(kind, "progress"))).as_py()
+        ends_known = [ends["min"], ends["max"]] if ends["min"] is not None else []
         summary = {
             "batch_id": batch_id, "records": records,
             "first_arrival_seq": int(progress["min_arrival_seq"].min()) if records else None,
             "last_arrival_seq": int(progress["arrival_seq"].max()) if records else None,
             "panes": len(panes), "late_records": len(late),
-            "watermark_ms": int(watermarks.max()) if len(watermarks) else None,
+            "watermark_ms": pc.max(rows.column("watermark_ms")).as_py(),
             "first_ms": None, "last_ms": None,
         }
         if records:
             # what the batch's records can touch: their windows' end days, their ingest days
             summary["first_ms"] = min([int(progress["min_event_ms"].min()),
                                        int(progress["min_ingest_ms"].min())]
-                                      + ([int(ends.min()) - 1] if len(ends) else []))
+                                      + [end - 1 for end in ends_known[:1]])
             summary["last_ms"] = max([int(progress["max_event_ms"].max())
                                       + (spec.window.size_ms or 0),
                                       int(progress["max_ingest_ms"].max())]
-                                     + ([int(ends.max()) - 1] if len(ends) else []))
+                                     + [end - 1 for end in ends_known[1:]])
         return summary
 
     def _write_process(self, rows: pd.DataFrame, batch_id: int) -> dict:
@@ -600,8 +606,8 @@ class StreamSink:
         # (jobs/fast_writes.py)
         packed = batch.toArrow()  # runs the micro-batch's stages
         computed = time.monotonic()  # Spark's part ends here; unpacking is the driver's
-        rows = unpack_output(packed, self.output_schema).to_pandas()
-        if rows.empty:
+        rows = unpack_output(packed, self.output_schema)
+        if not rows.num_rows:
             return  # a batch with no output at all
         parts = [pipeline_rows(rows, index, sink.key, sink.pipeline.spec)
                  for index, sink in enumerate(self.sinks)]

@@ -210,9 +210,7 @@ def _days(end_ms: pd.Series | pa.ChunkedArray, time_zone: str) -> pa.Array:
     """The day of each window's max timestamp (``end - 1``) in ``time_zone``, as ``date32``:
     in numpy, once per distinct end (a session batch has a row per record, and a Python
     ``date`` per row was a third of its assignments' table)."""
-    ends = end_ms.to_numpy(dtype="int64") if isinstance(end_ms, pd.Series) \
-        else np.asarray(end_ms.to_numpy(), dtype="int64")
-    codes, distinct = pd.factorize(ends)
+    codes, distinct = pd.factorize(np.asarray(end_ms, dtype="int64"))
     moments = pd.to_datetime(distinct - 1, unit="ms", utc=True).tz_convert(ZoneInfo(time_zone))
     # the local wall time's calendar day: datetime64 to days floors, before 1970 too
     local = moments.tz_localize(None).to_numpy().astype("datetime64[D]").astype(np.int32)
@@ -266,6 +264,12 @@ def late_table(late: pd.DataFrame, time_zone: str) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=arrow_schema(tables.LATE_RECORDS_SCHEMA))
 
 
+def rows_of_kind(output: pa.Table, *kinds: str) -> pa.Table:
+    """The rows of a runtime's output of the given kinds (``pane``, ``late``, ``assign``,
+    ``progress``, ``output``)."""
+    return output.filter(pc.is_in(output.column("kind"), pa.array(kinds, pa.string())))
+
+
 def assignment_table(output: pa.Table, time_zone: str) -> pa.Table:
     """The assign and late rows of a runtime's output in the ``window_assignments`` shape
     (late rows are the dropped assignments). Arrow to Arrow: a session pipeline has a row here
@@ -274,8 +278,7 @@ def assignment_table(output: pa.Table, time_zone: str) -> pa.Table:
 
     schema = arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA)
     taken = [name for name in schema.names if name != "window_end_date"]
-    fates = output.select(["kind", *taken]).filter(
-        pc.is_in(output.column("kind"), pa.array(["assign", "late"], pa.string())))
+    fates = rows_of_kind(output.select(["kind", *taken]), "assign", "late")
     late = pc.equal(fates.column("kind"), "late")
     columns = {
         "window_end_date": _days(fates.column("window_end_ms"), time_zone),

@@ -68,6 +68,7 @@ from jobs.window_tables import (
     day_metrics,
     late_table,
     results_table,
+    rows_of_kind,
 )
 from jobs.window_tables import column_max as pc_max
 from jobs.window_tables import column_min as pc_min
@@ -103,11 +104,6 @@ def app_id_for(checkpoint: str, pipeline: str = "") -> str:
     """A Delta transaction app id per checkpoint and pipeline: a new checkpoint is a new
     writer."""
     return "live-" + hashlib.sha256(f"{checkpoint}#{pipeline}".encode()).hexdigest()[:16]
-
-
-def _of_kind(rows: pa.Table, kind: pa.ChunkedArray, *kinds: str) -> pa.Table:
-    """The output rows of the given kinds (``pane``, ``late``, ``assign``, ``progress``)."""
-    return rows.filter(pc.is_in(kind, pa.array(kinds, pa.string())))
 
 
 @dataclass
@@ -223,8 +219,7 @@ class PipelineSink:
         zone = self.pipeline.time_zone
         # panes, late and progress rows are few, and go through pandas; a session pipeline's
         # assignments are a row per record and stay Arrow (jobs/window_tables.py)
-        kind = rows.column("kind")
-        panes, late, progress = (_of_kind(rows, kind, name).to_pandas()
+        panes, late, progress = (rows_of_kind(rows, name).to_pandas()
                                  for name in ("pane", "late", "progress"))
         fates = assignment_table(rows, zone) if not spec.is_standard_window else None
         writes: list[Callable[[], None]] = []
@@ -241,8 +236,7 @@ class PipelineSink:
                 future.result()
         records = int(progress["records"].sum()) if len(progress) else 0
         ends = pc.min_max(pc.filter(rows.column("window_end_ms"),
-                                    pc.not_equal(kind, "progress"))).as_py()
-        ends_known = [ends["min"], ends["max"]] if ends["min"] is not None else []
+                                    pc.not_equal(rows.column("kind"), "progress"))).as_py()
         summary = {
             "batch_id": batch_id, "records": records,
             "first_arrival_seq": int(progress["min_arrival_seq"].min()) if records else None,
@@ -255,11 +249,11 @@ class PipelineSink:
             # what the batch's records can touch: their windows' end days, their ingest days
             summary["first_ms"] = min([int(progress["min_event_ms"].min()),
                                        int(progress["min_ingest_ms"].min())]
-                                      + [end - 1 for end in ends_known[:1]])
+                                      + ([ends["min"] - 1] if ends["min"] is not None else []))
             summary["last_ms"] = max([int(progress["max_event_ms"].max())
                                       + (spec.window.size_ms or 0),
                                       int(progress["max_ingest_ms"].max())]
-                                     + [end - 1 for end in ends_known[1:]])
+                                     + ([ends["max"] - 1] if ends["max"] is not None else []))
         return summary
 
     def _write_process(self, rows: pd.DataFrame, batch_id: int) -> dict:

@@ -124,6 +124,10 @@ class PlatformSettings(BaseSettings):
         description="Smallest batch (of two or more files) parsed by worker processes (a "
                     "smaller one is parsed faster in the ingest process than its files "
                     "travel)")
+    native_scan: bool = Field(True,
+        description="Landing lines are scanned by the native scanner (native/landing_scan, "
+                    "built by ./platform setup) where it is built; false: decoded by msgspec "
+                    "alone, with the same rows, more slowly")
     # -- partitions and time ----------------------------------------------------------------------
     time_zone: str = Field("UTC",
                            description="Time zone of the daily partitions")

@@ -19,8 +19,12 @@ from jobs.streams.landing.parsing import ParsedEvent, parse_line
 from tests.depth import examples
 from tests.faults.test_bad_input import records
 
-PARSER = FastParser(300, ("received_at", "mark"))
-CHUNKED = [FastParser(300, ("received_at", "mark"), chunk_lines=size) for size in (1, 2, 5)]
+PARSER = FastParser(300, ("received_at", "mark"), native_scan=False)
+"""msgspec's decoding, here for a part's bytes too (PLATFORM_NATIVE_SCAN=false, or where the
+native scanner is not built; tests/test_native_scan.py holds the scanner's way)."""
+NATIVE = FastParser(300, ("received_at", "mark"))
+CHUNKED = [FastParser(300, ("received_at", "mark"), chunk_lines=size, native_scan=False)
+           for size in (1, 2, 5)]
 """After a failing line the rest is decoded in chunks: small ones, so the batches here span
 several."""
 READING_ROLES = FastParser(300, ("value", "event_time"))
@@ -71,7 +75,7 @@ def _same(fast, slow, parser: FastParser = PARSER) -> None:
 
 @settings(max_examples=examples(600), deadline=None)
 @given(st.lists(LINES, min_size=1, max_size=24),
-       st.sampled_from([PARSER, *CHUNKED, READING_ROLES]))
+       st.sampled_from([PARSER, NATIVE, *CHUNKED, READING_ROLES]))
 def test_a_batch_of_any_lines_parses_as_each_line_alone(lines, parser):
     """One ``decode_lines`` over the batch, resumed in chunks after a line it cannot take;
     from a list of lines and from a part's bytes (:class:`Lines`) alike."""
@@ -125,14 +129,15 @@ def test_values_beyond_what_arrows_cast_reads_right_take_the_rules_in_a_batch():
 def test_a_parts_bytes_hold_the_line_length_limit():
     """A part kept as its bytes: a line one character over the limit is refused, as
     ``parse_line`` refuses it, and one at the limit is read."""
-    parser = FastParser(40, ("received_at", "mark"))
     at_limit = '{"key": "k", "event_time": 1, "x": "aa"}'
     over = '{"key": "k", "event_time": 1, "x": "aaa"}'
     assert (len(at_limit), len(over)) == (40, 41)
-    for lines in ([at_limit], [at_limit, over], [over, at_limit]):
-        block = Lines.of(("\n".join(lines) + "\n").encode("ascii"))
-        for line, result in zip(lines, parser.parse_many(block), strict=True):
-            _same(result, parse_line(line, 40))
+    for native_scan in (False, True):
+        parser = FastParser(40, ("received_at", "mark"), native_scan=native_scan)
+        for lines in ([at_limit], [at_limit, over], [over, at_limit]):
+            block = Lines.of(("\n".join(lines) + "\n").encode("ascii"))
+            for line, result in zip(lines, parser.parse_many(block), strict=True):
+                _same(result, parse_line(line, 40))
 
 
 SHAPED_TIMES = st.builds(

@@ -160,7 +160,7 @@ class Ingestor:
         self.log = IngestLog(Files(spark), stream.folder)
         self.rules = IngestRules(settings.ingest_clock, settings.max_future_ms,
                                  settings.max_past_ms, settings.max_line_bytes,
-                                 stream.watermark)
+                                 stream.watermark, settings.native_scan)
         self.known: dict[str, FilePart] = {}
         """name -> the file as last planned (its size, modification time and hash)."""
         self.by_hash: dict[str, str] = {}

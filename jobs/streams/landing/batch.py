@@ -52,6 +52,9 @@ class IngestRules:
     max_past_ms: int
     max_line_bytes: int
     watermark: WatermarkSpec
+    native_scan: bool = True
+    """Whether parts are scanned natively where the scanner is built (the rows are the same
+    either way: PLATFORM_NATIVE_SCAN)."""
 
     @property
     def clock_field(self) -> str | None:
@@ -67,12 +70,14 @@ class IngestRules:
     def parser(self) -> FastParser:
         """``parse_line`` at C speed for these rules (jobs/streams/landing/fast_parse.py),
         built once per process (not pickled with the rules to Spark's executors)."""
-        return parser_for(self.max_line_bytes, (self.clock_field, self.punctuation_field))
+        return parser_for(self.max_line_bytes, (self.clock_field, self.punctuation_field),
+                          self.native_scan)
 
 
 @lru_cache(maxsize=8)
-def parser_for(max_line_bytes: int, extra_fields: tuple[str | None, ...]) -> FastParser:
-    return FastParser(max_line_bytes, extra_fields)
+def parser_for(max_line_bytes: int, extra_fields: tuple[str | None, ...],
+               native_scan: bool = True) -> FastParser:
+    return FastParser(max_line_bytes, extra_fields, native_scan=native_scan)
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.streams.landing import native_scan as native_scan_module
 from jobs.streams.landing.iso_times import text_times_ms
 from jobs.streams.landing.lines import Lines
 from jobs.streams.landing.parsing import (
@@ -67,7 +68,7 @@ class FastParser:
     reads besides key, event time and value (the ingest clock's, a punctuated watermark's)."""
 
     def __init__(self, max_line_bytes: int, extra_fields: Iterable[str | None] = (),
-                 chunk_lines: int = 64) -> None:
+                 chunk_lines: int = 64, native_scan: bool = True) -> None:
         self.max_line_bytes = max_line_bytes
         self.chunk_lines = chunk_lines
         names = list(dict.fromkeys(["key", "event_time", "value",
@@ -96,6 +97,9 @@ class FastParser:
         # (a ``getattr`` with a default per record and field was a third of a part's parse)
         self._undecoded = record("", 0)
         self._getters = {name: attrgetter(name) for name in names}
+        # the native scanner reads the value as its text and the key and event time itself
+        self._scannable = native_scan and native_scan_module.available() and \
+            self._raw_values and not {"key", "event_time"} & set(self._extras)
 
     @property
     def extras(self) -> list[str]:
@@ -120,6 +124,10 @@ class FastParser:
         count = len(lines)
         limit = self.max_line_bytes
         candidates: Sequence[int] = range(count)
+        if isinstance(lines, Lines) and self._scannable:
+            scanned = self._scanned(lines)
+            if scanned is not None:
+                return scanned
         if isinstance(lines, Lines) and lines.longest <= limit:  # ASCII, none blank
             records = self._decoded(memoryview(lines.data), lines.starts.tolist(), lines)
         else:
@@ -178,8 +186,46 @@ class FastParser:
             out_values[i] = value
         return ParsedLines(is_event, out_keys, events, out_values, out_extras, slow)
 
+    def _scanned(self, lines: Lines) -> ParsedLines | None:
+        """:meth:`parse_columns` of a part's bytes through the native scanner, or ``None``
+        when it is not available: the scanned lines' text event times and values checked as
+        msgspec's are, every other line judged by ``parse_line``."""
+        scan = native_scan_module.scan(lines, self.max_line_bytes, MAX_KEY_LENGTH, self._extras)
+        if scan is None:
+            return None
+        plain = scan.status != native_scan_module.NOT_SCANNED
+        events = scan.times
+        text_at = np.flatnonzero(scan.status == native_scan_module.TEXT_TIME).tolist()
+        if text_at:
+            texts = scan.text_times.take(text_at).to_pylist()
+            for j, ms in zip(text_at, text_times_ms(texts, _text_time_ms, _BOUND), strict=True):
+                if ms is None:
+                    plain[j] = False
+                else:
+                    events[j] = ms
+        values, exact = _text_values(scan.values)
+        plain &= exact
+        keys = scan.keys
+        extras = scan.extras
+        if plain.all():
+            return ParsedLines(plain, keys, events, values, extras, {})
+        keys = pc.if_else(pa.array(plain), keys, pa.scalar(None, pa.string()))
+        not_plain = np.flatnonzero(~plain).tolist()
+        events[not_plain] = 0
+        for column in extras.values():
+            for i in not_plain:
+                column[i] = None
+        found_keys: dict[int, str] = {}  # the records parse_line finds among those lines
+        is_event = plain.copy()
+        slow, others, found = self._judged(lines, is_event, events, found_keys, extras)
+        mask = pa.array(~plain)
+        keys = pc.replace_with_mask(keys, mask, pa.array([found_keys.get(i) for i in others],
+                                                          pa.string()))
+        values = pc.replace_with_mask(values, mask, pa.array(found, _DECIMAL))
+        return ParsedLines(is_event, keys, events, values, extras, slow)
+
     def _judged(self, lines: Sequence[str], is_event: np.ndarray, events: np.ndarray,
-                keys: list[Any], extras: dict[str, list[Any]]
+                keys: list[Any] | dict[int, Any], extras: dict[str, list[Any]]
                 ) -> tuple[dict[int, ParsedEvent | Rejection], list[int], list[Any]]:
         """``parse_line`` for every line not yet a record: its outcome by line, the records
         it found put in place (all but their values), and those lines with their values
@@ -350,7 +396,11 @@ def _raw_values(raw: list[msgspec.Raw]) -> tuple[pa.Array, np.ndarray]:
     where absent, ``null`` or not a plain value), and which records have a plain one: absent,
     ``null``, or a number ``DECIMAL(38, 9)`` holds exactly (any other goes to ``parse_line``,
     as a decoded value of another type or one to round did)."""
-    texts = _text_array(raw)
+    return _text_values(_text_array(raw))
+
+
+def _text_values(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """:func:`_raw_values` of the values' JSON texts as an Arrow column."""
     absent = pc.or_(pc.equal(texts, "null"), pc.equal(texts, ""))
     castable = pc.match_substring_regex(texts, _CASTABLE_NUMBER)
     values = pc.cast(pc.if_else(castable, texts, pa.scalar(None, texts.type)), _DECIMAL)

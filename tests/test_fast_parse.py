@@ -102,7 +102,12 @@ def test_the_hard_cases_take_parse_lines_way():
     cases += ['{"key": 5, "key": "k", "event_time": 1}',  # the last of a name counts
               '{"key": "k", "event_time": 4611686018427387904}',  # event times' range
               '{"key": "k", "event_time": -4611686018427387903}',
-              '{"key": "k", "event_time": 1e3}', '{"key": "k", "event_time": true}']
+              '{"key": "k", "event_time": 1e3}', '{"key": "k", "event_time": true}',
+              # numbers Decimal cannot hold: ingest stopped on them
+              '{"key": "k", "event_time": 1, "value": 1e1000000000000000000}',
+              '{"key": "k", "event_time": 1, "other": 1e1000000000000000000}',
+              '{"key": "k", "event_time": 1, "mark": 1e1000000000000000000}',
+              '{"key": "k", "event_time": 1e1000000000000000000}']
     for line in cases:
         _same(PARSER.parse(line), parse_line(line, 300))
         _same(READING_ROLES.parse(line), parse_line(line, 300), READING_ROLES)

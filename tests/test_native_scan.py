@@ -46,7 +46,9 @@ VALUES = st.one_of(
     st.from_regex(r"-?(0|[1-9][0-9]{0,40})(\.[0-9]{1,12})?([eE][+-]?[0-9]{1,2})?", fullmatch=True),
     st.sampled_from(["null", "true", "false", '"5"', "[]", "{}", "NaN", "-Infinity",
                      "[[[[1]]]]", "1" * 4400, "1e400", '{"a": [1, {"b": null}]}',
-                     "[" * 200 + "]" * 200, '"\\ud800"', '"a\\"b"']))
+                     "[" * 200 + "]" * 200, "[" * 1000 + "]" * 1000, "[" * 128 + "]" * 128,
+                     "1e1000000000000000000", "-2.5E+999999999999999999",
+                     '"\\ud800"', '"a\\"b"']))
 SPACE = st.sampled_from(["", " ", "\t", "\r", "  "])
 
 
@@ -126,3 +128,31 @@ def test_a_part_of_plain_lines_is_all_columns():
     assert parsed.keys.to_pylist() == [f"user-{i}" for i in range(500)]
     assert np.array_equal(parsed.events, 1_700_000_000_000 + np.arange(500))
     assert parsed.extras["received_at"] == [5] * 500
+
+
+def test_lines_the_json_module_cannot_read_deep_or_huge_are_judged_alike_in_a_part():
+    """Nesting past the json module's recursion limit, in a field ingest skips and in one it
+    reads (serde_json skips such values at any depth), and numbers ``Decimal`` cannot hold,
+    among good lines: each line's outcome as alone, with the scanner and without it."""
+    deep = "[" * 1000 + "]" * 1000
+    texts = ['{"key": "a", "event_time": 1}',
+             f'{{"key": "k", "event_time": 1, "x": {deep}}}',
+             f'{{"key": "k", "event_time": 1, "mark": {"[" * 995 + "]" * 995}}}',
+             '{"key": "k", "event_time": 1, "x": 1e1000000000000000000}',
+             '{"key": "k", "event_time": 1, "value": 1e1000000000000000000}',
+             '{"key": "k", "event_time": 1, "mark": -1E+1000000000000000000}',
+             '{"key": "k", "event_time": 1, "value": 1e999999999999999999}',
+             '{"key": "k", "event_time": 1e999999999999999999}',
+             '{"key": "b", "event_time": 2}']
+    assert parse_line(texts[1], LIMIT).reason == "malformed_json"
+    good = texts[0]
+    for parser in (PARSER, FastParser(LIMIT, ("received_at", "mark"), native_scan=False)):
+        for part in [texts, *([good, text, good] for text in texts[1:])]:  # alone, so that
+            # no other line sends the part another way
+            for text, parsed in zip(part, parser.parse_many(_part(part)), strict=True):
+                _same(parsed, parse_line(text, LIMIT))
+
+
+def test_field_names_the_scanner_cannot_take_leave_the_part_to_msgspec():
+    assert native_scan.scan(_part(['{"key": "k", "event_time": 1}']), 100, 1024,
+                            ["a\nb"]) is None

@@ -44,6 +44,7 @@ from jobs.streams.landing.parsing import (
     MAX_KEY_LENGTH,
     ParsedEvent,
     Rejection,
+    json_decimal,
     parse_line,
 )
 from operators.numbers import to_exact
@@ -89,7 +90,7 @@ class FastParser:
             (name, typed[name]) if name in typed else
             (name, object, None) for name in names],
             gc=False)  # JSON makes trees, never cycles: untracked, decoded and freed sooner
-        decoder = msgspec.json.Decoder(record, float_hook=Decimal)
+        decoder = msgspec.json.Decoder(record, float_hook=json_decimal)
         self._decode = decoder.decode
         self._decode_lines = decoder.decode_lines
         # a line msgspec cannot decode stands as a record whose blank key marks it (not a
@@ -188,8 +189,9 @@ class FastParser:
 
     def _scanned(self, lines: Lines) -> ParsedLines | None:
         """:meth:`parse_columns` of a part's bytes through the native scanner, or ``None``
-        when it is not available: the scanned lines' text event times and values checked as
-        msgspec's are, every other line judged by ``parse_line``."""
+        when it is not available or failed (:func:`native_scan.scan`): the scanned lines'
+        text event times and values checked as msgspec's are, every other line judged by
+        ``parse_line``."""
         scan = native_scan_module.scan(lines, self.max_line_bytes, MAX_KEY_LENGTH, self._extras)
         if scan is None:
             return None
@@ -411,8 +413,9 @@ def _text_values(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
         numeric = pc.match_substring_regex(texts.take(rest), _JSON_NUMBER)
         others = rest[numeric.to_numpy(zero_copy_only=False)]
         if len(others):
-            decimals = [Decimal(t) for t in texts.take(others).to_pylist()]
-            held = [d if to_exact(d) == d and _fits(d) else None for d in decimals]
+            decimals = [json_decimal(t) for t in texts.take(others).to_pylist()]
+            held = [d if isinstance(d, Decimal) and to_exact(d) == d and _fits(d) else None
+                    for d in decimals]
             mask = np.zeros(len(texts), dtype=bool)
             mask[others] = True
             values = pc.replace_with_mask(values, pa.array(mask), pa.array(held, _DECIMAL))

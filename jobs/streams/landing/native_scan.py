@@ -11,8 +11,9 @@ It never decides a rejection. A line is *scanned* only when it is a JSON object 
 is an ASCII string written without escapes, not blank and within the key length limit, whose
 event time is an integer within range or a text written without escapes, and which holds
 none of these fields twice; a line longer than :data:`MAX_SCANNED_BYTES` is not scanned (no
-number in it can pass Python's 4,300-digit limit on ints, nor its nesting Python's
-recursion limit: serde_json stops at 128 levels). Every other line goes to ``parse_line``,
+number in it can pass Python's 4,300-digit limit on ints), nor one with more than 128
+opening brackets (serde_json skips the values it does not build at any depth, where the json
+module stops at its recursion limit). Every other line goes to ``parse_line``,
 whose outcome it is. The fast parser then checks the scanned lines' values and text event
 times as it checks msgspec's (fast_parse.py), and tests/test_fast_parse.py fuzzes the whole
 against ``parse_line``.
@@ -27,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import sys
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 
 import msgspec
@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.streams.landing.lines import Lines
+from jobs.streams.landing.parsing import json_decimal
 
 MAX_SCANNED_BYTES = 4000
 """The longest line the scanner reads (longer ones are rare, and the json module's limits
@@ -74,13 +75,13 @@ def _load() -> ctypes.CDLL | None:
         return None
     library = ctypes.CDLL(str(LIBRARY))
     library.landing_scan.restype = ctypes.c_int32
-    library.landing_scan.argtypes = [_P, _SIZE, _P, _SIZE, _SIZE, _SIZE, _P, _SIZE,
+    library.landing_scan.argtypes = [_P, _SIZE, _P, _SIZE, _SIZE, _SIZE, _P, _SIZE, _SIZE,
                                      _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]
     return library
 
 
 _LIBRARY = _load()
-_EXTRAS_DECODER = msgspec.json.Decoder(list, float_hook=Decimal)
+_EXTRAS_DECODER = msgspec.json.Decoder(list, float_hook=json_decimal)
 """The extra fields as the fast parser's msgspec decoder reads them (``object`` fields,
 fractions as exact decimals)."""
 
@@ -92,9 +93,9 @@ def available() -> bool:
 
 def scan(lines: Lines, max_line_bytes: int, max_key_chars: int,
          extras: list[str]) -> Scan | None:
-    """The part's lines scanned, or ``None`` when the scanner is not available (or failed:
-    the caller decodes the part the other way)."""
-    if _LIBRARY is None:
+    """The part's lines scanned, or ``None`` when the scanner is not available, cannot take
+    these field names, or failed: the caller then decodes the part the other way."""
+    if _LIBRARY is None or any("\n" in name or not name for name in extras):
         return None
     count = len(lines)
     data = lines.data
@@ -111,7 +112,7 @@ def scan(lines: Lines, max_line_bytes: int, max_key_chars: int,
     names = "".join(f"{name}\n" for name in extras).encode("utf-8")
     failed = _LIBRARY.landing_scan(
         data, size, starts.ctypes.data, count, min(max_line_bytes, MAX_SCANNED_BYTES),
-        max_key_chars, names, len(names), status.ctypes.data, times.ctypes.data,
+        max_key_chars, names, len(names), len(extras), status.ctypes.data, times.ctypes.data,
         *[pointer for text, ends in columns for pointer in
           (text.ctypes.data, ends[1:].ctypes.data)],
         array_pointers, array_lengths.ctypes.data)
@@ -123,8 +124,8 @@ def scan(lines: Lines, max_line_bytes: int, max_key_chars: int,
         decoded = {name: _EXTRAS_DECODER.decode(array[:length])
                    for name, array, length in zip(extras, arrays, array_lengths.tolist(),
                                                   strict=False)}
-    except msgspec.DecodeError:  # a text serde_json took and msgspec does not: go the other way
-        return None
+    except (msgspec.DecodeError, RecursionError):  # a text serde_json took and msgspec does
+        return None  # not: the other way decides
     if any(len(column) != count for column in decoded.values()):
         return None
     return Scan(status, times, keys, text_times, values, decoded)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from operators.numbers import SCALE, to_exact
@@ -89,6 +89,8 @@ def parse_record(record: Any) -> ParsedEvent | Rejection:
     if not -EVENT_TIME_BOUND < event_time_ms < EVENT_TIME_BOUND:
         return Rejection(UNPARSABLE_EVENT_TIME, f"event time {event_time_ms} out of range")
     value = record.get("value")
+    if isinstance(value, OutOfRangeNumber):
+        return Rejection(BAD_VALUE, f"'value' does not fit DECIMAL(38, {SCALE})", event_time_ms)
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int | Decimal):
             return Rejection(BAD_VALUE, f"'value' must be a number, got {str(value)[:80]!r}",
@@ -114,7 +116,37 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
+class OutOfRangeNumber:
+    """A JSON number ``Decimal`` cannot hold: its exponent is beyond ±10**18
+    (``1e1000000000000000000``). Valid JSON, so the line decodes; as a value it does not fit,
+    as an event time it is unparsable, elsewhere in the record it is only payload."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is OutOfRangeNumber and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def json_decimal(text: str) -> Decimal | OutOfRangeNumber:
+    """A JSON number with a fraction or an exponent as an exact decimal (the json module and
+    msgspec both read them through this): ``Decimal`` refused such exponents, and ingest
+    stopped on the line."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return OutOfRangeNumber(text)
+
+
+_DECODER = json.JSONDecoder(parse_float=json_decimal, parse_constant=_reject_constant)
 """One decoder for every line: ``json.loads`` with options builds a new one per call."""
 
 

@@ -1,7 +1,7 @@
 //! Landing lines scanned into columns, for the fast parser's usual lines only.
 //!
-//! A line is *scanned* when it is a JSON object (by serde_json, no stricter than Python's json
-//! module on lines this short) whose key is a string without escapes and whose event time is an
+//! A line is *scanned* when it is a JSON object (by serde_json, which takes no text Python's
+//! json module refuses on lines this short and this shallow) whose key is a string without escapes and whose event time is an
 //! integer within range or a text without escapes; its key, event time, the value's JSON text
 //! and the extra fields' JSON texts are written to columns. Every other line is left for
 //! Python's `parse_line`, which says what it is: this scanner never decides a rejection, so
@@ -20,6 +20,10 @@ pub const TEXT_TIME: u8 = 1;
 pub const SLOW: u8 = 2;
 
 const EVENT_TIME_BOUND: i128 = 1 << 62;
+/// Lines with more opening brackets than this are not scanned: serde_json skips the values
+/// it does not build (other fields, and the texts it keeps) at any depth, where Python's json
+/// module stops at its recursion limit (about 1,000 levels, less on a deeper stack).
+pub const MAX_BRACKETS: usize = 128;
 
 enum Field {
     Key,
@@ -189,6 +193,9 @@ impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
 /// characters (so that "blank" means spaces only and its length is its characters'), not
 /// blank, within `max_key_chars`.
 fn scan_line<'de>(line: &'de [u8], extras: &[&[u8]], max_key_chars: usize) -> Option<Scanned<'de>> {
+    if line.iter().filter(|b| **b == b'[' || **b == b'{').count() > MAX_BRACKETS {
+        return None;
+    }
     let mut de = serde_json::Deserializer::from_slice(line);
     let scanned = RecordSeed { extras }.deserialize(&mut de).ok()?;
     de.end().ok()?;
@@ -232,11 +239,11 @@ impl ArrayColumn {
 /// `max_key_chars`. For each line:
 /// `status[i]`, `times[i]` (integer times), and the key, the text time and the value's JSON
 /// text appended to their columns (empty where absent or slow); each extra field's JSON texts
-/// as one JSON array per field. `extra_names` are the extra fields' names, each followed by a
-/// newline. Output buffers: `status`, `times` and the three `*_ends` hold `count` items, the
+/// as one JSON array per field. `extra_names` are the `extra_count` extra fields' names, each
+/// followed by a newline (none holds one). Output buffers: `status`, `times` and the three `*_ends` hold `count` items, the
 /// three text columns `data_len` bytes, each extra array `data_len + 5 * count + 2`.
 /// Returns the bytes written to each extra array in `extra_lens`; 0 on success, 1 after a
-/// panic (nothing written is to be used).
+/// panic, 2 when the names are not `extra_count` (nothing written is to be used).
 #[no_mangle]
 pub unsafe extern "C" fn landing_scan(
     data: *const u8,
@@ -247,6 +254,7 @@ pub unsafe extern "C" fn landing_scan(
     max_key_chars: usize,
     extra_names: *const u8,
     extra_names_len: usize,
+    extra_count: usize,
     status: *mut u8,
     times: *mut i64,
     key_bytes: *mut u8,
@@ -266,6 +274,9 @@ pub unsafe extern "C" fn landing_scan(
             .split(|b| *b == b'\n')
             .filter(|n| !n.is_empty())
             .collect();
+        if names.len() != extra_count {
+            return 2;
+        }
         let mut keys = Column { bytes: key_bytes, ends: key_ends, at: 0 };
         let mut texts = Column { bytes: time_bytes, ends: time_ends, at: 0 };
         let mut values = Column { bytes: value_bytes, ends: value_ends, at: 0 };
@@ -316,6 +327,7 @@ pub unsafe extern "C" fn landing_scan(
             array.put(b"]");
             *extra_lens.add(j) = array.at as i64;
         }
+        0
     });
-    if outcome.is_ok() { 0 } else { 1 }
+    outcome.unwrap_or(1)
 }

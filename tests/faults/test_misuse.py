@@ -744,7 +744,8 @@ def test_platform_ui_stops_with_all_its_children_on_sigterm(tmp_path):
     for name in ("platform", "workspace.yaml", "pyproject.toml", "requirements.lock"):
         (checkout / name).write_bytes((REPO / name).read_bytes())
     (checkout / "platform").chmod(0o755)
-    for name in ("jobs", "operators", "platform_defs", "services", "pipelines", "streams"):
+    for name in ("jobs", "operators", "platform_defs", "services", "pipelines", "streams",
+                 "native"):
         (checkout / name).symlink_to(REPO / name)
     bin_folder = checkout / ".venv" / "bin"
     bin_folder.mkdir(parents=True)

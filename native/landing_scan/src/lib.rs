@@ -1,9 +1,10 @@
 //! Landing lines scanned into columns, for the fast parser's usual lines only.
 //!
 //! A line is *scanned* when it is a JSON object (by serde_json, which takes no text Python's
-//! json module refuses on lines this short and this shallow) whose key is a string without escapes and whose event time is an
-//! integer within range or a text without escapes; its key, event time, the value's JSON text
-//! and the extra fields' JSON texts are written to columns. Every other line is left for
+//! json module refuses on lines this short and this shallow) whose key is a string without
+//! escapes and whose event time is an integer within range or a text without escapes; its
+//! key, event time, the value's JSON text and the extra fields' JSON texts are written to
+//! columns. Every other line is left for
 //! Python's `parse_line`, which says what it is: this scanner never decides a rejection, so
 //! where it is unsure it only costs time (jobs/streams/landing/native_scan.py says which
 //! lines the Python side checks further).
@@ -142,7 +143,9 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
         let mut value: Option<&'de str> = None;
         let mut seen_value = false;
         let mut extras: Vec<Option<&'de str>> = vec![None; self.extras.len()];
-        while let Some(field) = map.next_key_seed(FieldSeed { extras: self.extras })? {
+        while let Some(field) = map.next_key_seed(FieldSeed {
+            extras: self.extras,
+        })? {
             // a name given twice: Python keeps the last, its way decides
             match field {
                 Field::Key => {
@@ -176,7 +179,12 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             }
         }
         match (key, time) {
-            (Some(key), Some(time)) => Ok(Scanned { key, time, value, extras }),
+            (Some(key), Some(time)) => Ok(Scanned {
+                key,
+                time,
+                value,
+                extras,
+            }),
             _ => Err(de::Error::custom("no key or no event time")),
         }
     }
@@ -235,15 +243,22 @@ impl ArrayColumn {
 }
 
 /// Scans `count` lines of `data` (line `i` from `starts[i]` to the byte before
-/// `starts[i + 1]`, its newline). Lines longer than `max_fast_bytes` go slow, and keys longer than
-/// `max_key_chars`. For each line:
-/// `status[i]`, `times[i]` (integer times), and the key, the text time and the value's JSON
-/// text appended to their columns (empty where absent or slow); each extra field's JSON texts
-/// as one JSON array per field. `extra_names` are the `extra_count` extra fields' names, each
-/// followed by a newline (none holds one). Output buffers: `status`, `times` and the three `*_ends` hold `count` items, the
-/// three text columns `data_len` bytes, each extra array `data_len + 5 * count + 2`.
+/// `starts[i + 1]`, its newline). Lines longer than `max_fast_bytes`, and keys longer than
+/// `max_key_chars`, go slow. For each line: `status[i]`, `times[i]` (integer times), and the
+/// key, the text time and the value's JSON text appended to their columns (empty where
+/// absent or slow); each extra field's JSON texts as one JSON array per field. `extra_names`
+/// are the `extra_count` extra fields' names, each followed by a newline (none holds one).
 /// Returns the bytes written to each extra array in `extra_lens`; 0 on success, 1 after a
 /// panic, 2 when the names are not `extra_count` (nothing written is to be used).
+///
+/// # Safety
+///
+/// `data` holds `data_len` bytes and `starts` `count + 1` ascending offsets into it, the
+/// last `data_len`, each line ending with a newline; `extra_names` holds `extra_names_len`
+/// bytes. Output buffers: `status`, `times` and the three `*_ends` hold `count` items, the
+/// three text columns `data_len` bytes, `extra_arrays` `extra_count` pointers to arrays of
+/// `data_len + 5 * count + 2` bytes, `extra_lens` `extra_count` items
+/// (jobs/streams/landing/native_scan.py allocates them so).
 #[no_mangle]
 pub unsafe extern "C" fn landing_scan(
     data: *const u8,
@@ -277,18 +292,37 @@ pub unsafe extern "C" fn landing_scan(
         if names.len() != extra_count {
             return 2;
         }
-        let mut keys = Column { bytes: key_bytes, ends: key_ends, at: 0 };
-        let mut texts = Column { bytes: time_bytes, ends: time_ends, at: 0 };
-        let mut values = Column { bytes: value_bytes, ends: value_ends, at: 0 };
+        let mut keys = Column {
+            bytes: key_bytes,
+            ends: key_ends,
+            at: 0,
+        };
+        let mut texts = Column {
+            bytes: time_bytes,
+            ends: time_ends,
+            at: 0,
+        };
+        let mut values = Column {
+            bytes: value_bytes,
+            ends: value_ends,
+            at: 0,
+        };
         let mut arrays: Vec<ArrayColumn> = (0..names.len())
-            .map(|j| ArrayColumn { bytes: *extra_arrays.add(j), at: 0 })
+            .map(|j| ArrayColumn {
+                bytes: *extra_arrays.add(j),
+                at: 0,
+            })
             .collect();
         for array in arrays.iter_mut() {
             array.put(b"[");
         }
         for i in 0..count {
             let line = &data[starts[i] as usize..(starts[i + 1] as usize) - 1];
-            let scanned = if line.len() <= max_fast_bytes { scan_line(line, &names, max_key_chars) } else { None };
+            let scanned = if line.len() <= max_fast_bytes {
+                scan_line(line, &names, max_key_chars)
+            } else {
+                None
+            };
             let mut kind = SLOW;
             let mut millis = 0i64;
             match &scanned {

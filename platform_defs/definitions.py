@@ -13,10 +13,11 @@ the environment, through ``EnvVar``.
 import os
 from pathlib import Path
 
-from dagster import Definitions, EnvVar, PipesSubprocessClient, load_from_defs_folder
+from dagster import Definitions, EnvVar, load_from_defs_folder
 
 from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment_assets
 from platform_defs.monitoring import MonitoringResource
+from platform_defs.pipes_messages import subprocess_client
 from platform_defs.resources import DeltaSparkResource, PlatformResource
 from platform_defs.table_specs import load_settings
 from services.enrichment_service import DEFAULT_TOKEN_ENV
@@ -39,7 +40,7 @@ defs = Definitions.merge(
             "spark": DeltaSparkResource.from_settings(),
             "monitoring_thresholds": MonitoringResource(),
             "enrichment_service": enrichment_resource(),
-            "pipes_subprocess_client": PipesSubprocessClient(),
+            "pipes_subprocess_client": subprocess_client(),
         },
     ),
 )

@@ -30,7 +30,6 @@ from dagster import (
     OpExecutionContext,
     PipesSubprocessClient,
     PipesTempFileContextInjector,
-    PipesTempFileMessageReader,
     job,
     op,
     open_pipes_session,
@@ -49,6 +48,7 @@ from platform_defs.live_job import (
     process_materializations,
     stream_of,
 )
+from platform_defs.pipes_messages import WholeLineTempFileMessageReader
 from platform_defs.resources import PlatformResource
 from platform_defs.table_specs import pipeline_key
 from platform_defs.version_views import switch_observations, version_of
@@ -178,7 +178,7 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                "--metrics-interval", str(config.metrics_interval_seconds)]
     recorder = _StreamRecorder(context, settings, stream, monitoring_thresholds)
     with open_pipes_session(context=context, context_injector=PipesTempFileContextInjector(),
-                            message_reader=PipesTempFileMessageReader()) as session:
+                            message_reader=WholeLineTempFileMessageReader()) as session:
         env = {**os.environ, **_environment(settings), **session.get_bootstrap_env_vars()}
         process = subprocess.Popen(command, env=env, cwd=str(PROJECT))
         try:

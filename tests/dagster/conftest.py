@@ -38,17 +38,16 @@ class Home:
     instance: object
 
     def resources(self, **overrides) -> dict:
-        from dagster import PipesSubprocessClient
-
         from platform_defs.enrichment_assets import EnrichmentServiceResource
         from platform_defs.monitoring import MonitoringResource
+        from platform_defs.pipes_messages import subprocess_client
         from platform_defs.resources import DeltaSparkResource, PlatformResource
 
         resources = {"platform": PlatformResource(home=str(self.path)),
                      "spark": DeltaSparkResource.from_settings(shuffle_partitions=2),
                      "monitoring_thresholds": MonitoringResource(),
                      "enrichment_service": EnrichmentServiceResource(),
-                     "pipes_subprocess_client": PipesSubprocessClient()}
+                     "pipes_subprocess_client": subprocess_client()}
         resources.update(overrides)
         return resources
 

@@ -151,11 +151,7 @@ class FastParser:
             in_ms = np.fromiter(map(isinstance, times, itertools.repeat(int)), dtype=bool,
                                 count=len(records))
             text_at = np.flatnonzero(plain & ~in_ms).tolist()
-            for j, ms in zip(text_at, text_times_ms([times[j] for j in text_at], _text_time_ms,
-                                                    _BOUND), strict=True):
-                times[j] = ms
-                if ms is None:
-                    times[j], plain[j] = 0, False
+            _read_text_times(text_at, [times[j] for j in text_at], times, plain)
         if self._raw_values:
             texts = self._column(records, "value")
             value_array, exact = _raw_values(texts)
@@ -199,31 +195,18 @@ class FastParser:
         events = scan.times
         text_at = np.flatnonzero(scan.status == native_scan_module.TEXT_TIME).tolist()
         if text_at:
-            texts = scan.text_times.take(text_at).to_pylist()
-            for j, ms in zip(text_at, text_times_ms(texts, _text_time_ms, _BOUND), strict=True):
-                if ms is None:
-                    plain[j] = False
-                else:
-                    events[j] = ms
+            _read_text_times(text_at, scan.text_times.take(text_at).to_pylist(), events, plain)
         values, exact = _text_values(scan.values)
         plain &= exact
-        keys = scan.keys
         extras = scan.extras
         if plain.all():
-            return ParsedLines(plain, keys, events, values, extras, {})
-        keys = pc.if_else(pa.array(plain), keys, pa.scalar(None, pa.string()))
-        not_plain = np.flatnonzero(~plain).tolist()
-        events[not_plain] = 0
-        for column in extras.values():
-            for i in not_plain:
-                column[i] = None
+            return ParsedLines(plain, scan.keys, events, values, extras, {})
+        _clear_others(plain, events, extras)
         found_keys: dict[int, str] = {}  # the records parse_line finds among those lines
         is_event = plain.copy()
         slow, others, found = self._judged(lines, is_event, events, found_keys, extras)
-        mask = pa.array(~plain)
-        keys = pc.replace_with_mask(keys, mask, pa.array([found_keys.get(i) for i in others],
-                                                          pa.string()))
-        values = pc.replace_with_mask(values, mask, pa.array(found, _DECIMAL))
+        keys = _patched(scan.keys, others, [found_keys.get(i) for i in others], pa.string())
+        values = _patched(values, others, found, _DECIMAL)
         return ParsedLines(is_event, keys, events, values, extras, slow)
 
     def _judged(self, lines: Sequence[str], is_event: np.ndarray, events: np.ndarray,
@@ -255,11 +238,8 @@ class FastParser:
         is_event, events, keys, _, extras = _in_place(plain, keys, times, [None] * len(keys),
                                                       extras)
         slow, others, found = self._judged(lines, is_event, events, keys, extras)
-        if others:
-            mask = np.zeros(len(lines), dtype=bool)
-            mask[others] = True
-            values = pc.replace_with_mask(values, pa.array(mask), pa.array(found, _DECIMAL))
-        return ParsedLines(is_event, keys, events, values, extras, slow)
+        return ParsedLines(is_event, keys, events, _patched(values, others, found, _DECIMAL),
+                           extras, slow)
 
     def _column(self, records: list[Any], name: str) -> list[Any]:
         return list(map(self._getters[name], records))
@@ -354,13 +334,45 @@ def _in_place(plain: np.ndarray, keys: list[Any], times: list[Any], values: list
     """The plain records' columns when line ``i`` is decoded record ``i``: the decoded
     columns themselves, the few lines that are not plain records emptied (a part with one bad
     line in 200 paid a Python step per line to copy the rest)."""
+    for i in _clear_others(plain, times, extras):
+        keys[i] = values[i] = None
+    return plain.copy(), np.array(times, dtype=np.int64), keys, values, extras
+
+
+def _clear_others(plain: np.ndarray, times: list[Any] | np.ndarray,
+                  extras: dict[str, list[Any]]) -> list[int]:
+    """The lines that are not plain records, their event times (0) and extra fields emptied
+    in place, for ``parse_line`` to fill those it finds records in (a loop over the few, not
+    a copy of every column; a decoded time may still be a text it did not read)."""
     others = np.flatnonzero(~plain).tolist()
     for i in others:
-        keys[i] = values[i] = None
         times[i] = 0
         for column in extras.values():
             column[i] = None
-    return plain.copy(), np.array(times, dtype=np.int64), keys, values, extras
+    return others
+
+
+def _patched(column: pa.Array, others: list[int], found: list[Any],
+             kind: pa.DataType) -> pa.Array:
+    """``column`` with the entries at ``others`` (ascending) replaced by ``found``: what
+    ``parse_line`` read of those lines (``None`` for a rejection)."""
+    if not others:
+        return column
+    mask = np.zeros(len(column), dtype=bool)
+    mask[others] = True
+    return pc.replace_with_mask(column, pa.array(mask), pa.array(found, kind))
+
+
+def _read_text_times(at: list[int], texts: list[str], times: list[Any] | np.ndarray,
+                     plain: np.ndarray) -> None:
+    """The text event times of lines ``at`` read into ``times`` in milliseconds, as
+    ``parse_line`` reads them; a line whose text it rejects is no longer plain (time 0), so
+    ``parse_line`` judges it and says why."""
+    for j, ms in zip(at, text_times_ms(texts, _text_time_ms, _BOUND), strict=True):
+        if ms is None:
+            times[j], plain[j] = 0, False
+        else:
+            times[j] = ms
 
 
 def _placed(count: int, candidates: Sequence[int], plain: np.ndarray, keys: list[Any],

@@ -140,6 +140,31 @@ def list_folders(location: str) -> list[str]:
     return sorted(info.base_name for info in infos if info.type == fs.FileType.Directory)
 
 
+def list_file_names(location: str) -> list[str]:
+    """Names of the files directly in ``location`` (none when it is not there); no Spark."""
+    if is_local(location):
+        path = local_path(location)
+        return sorted(e.name for e in os.scandir(path) if e.is_file()) if path.is_dir() else []
+    from pyarrow import fs
+
+    filesystem, path = arrow_filesystem(location)
+    try:
+        infos = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    return sorted(info.base_name for info in infos if info.type == fs.FileType.File)
+
+
+def delete_file(location: str) -> None:
+    """Remove one file (nothing when it is not there); no Spark."""
+    if is_local(location):
+        local_path(location).unlink(missing_ok=True)
+        return
+    filesystem, path = arrow_filesystem(location)
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_file(path)
+
+
 class Files:
     """Small whole-file reads and writes at a location (local disk or Hadoop FileSystem).
 

@@ -89,6 +89,32 @@ def test_a_change_rolls_out_in_the_next_live_run_and_a_restore_switches_back_at_
                                                                      versions.SERVING]
 
 
+def test_a_run_stopped_before_its_batch_without_data_fires_those_timers_when_run_again(
+        spark, source, clean, tmp_path):
+    """A live run whose query stopped after its last batch with data, before the batch
+    without data that fires the timers that batch's watermark made due (what a kill just
+    there leaves; Spark's setting that turns such batches off leaves the same checkpoint):
+    Spark would not run that batch after a restart, so the next run runs the last batch
+    again and then it, and the tables equal a backfill."""
+    env = copy_log(source, tmp_path / "home", {"per_minute": V1})
+    pipeline = pipelines_of(env)["per_minute"]
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    try:
+        run_live(spark, pipeline.stream, **QUIET)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+    short = output_tables(spark, pipeline)["window_results"]
+    assert len(short) < len(clean["v1"]["window_results"])  # the timers owed did not fire
+    said: list[str] = []
+    run_live(spark, pipeline.stream, progress=said.append)
+    assert any("runs again (the same rows, written once)" in line for line in said)
+    assert_same(clean["v1"], output_tables(spark, pipeline))
+    said.clear()
+    run_live(spark, pipeline.stream, progress=said.append)  # nothing owed now: nothing rerun
+    assert not any("runs again" in line for line in said)
+    assert_same(clean["v1"], output_tables(spark, pipeline))
+
+
 def test_the_rollout_command_computes_the_new_version_alone_then_switches(spark, source,
                                                                          clean, tmp_path):
     """A backfilled first version (no live checkpoint at all), then a change to another

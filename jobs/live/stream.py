@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import rollout, versions
 from jobs.delta_io import table_exists
-from jobs.live import cohorts
+from jobs.live import cohorts, owed_batch
 from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
 from jobs.live.log_source import byte_count, packed_arrivals
@@ -323,6 +323,7 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     else:
         writer = writer.trigger(processingTime=trigger)
     name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
+    owed_batch.run_owed_batch_again(run.checkpoint, progress, f"live {stream.name} ({name})")
     with rows_only_arrow_batches(spark, narrow=not ships_payload(specs)):
         query = writer.queryName(f"eventtime_live_{stream.name}_{name}").start()
     return query, sink

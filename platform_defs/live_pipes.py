@@ -48,7 +48,7 @@ from platform_defs.live_job import (
     process_materializations,
     stream_of,
 )
-from platform_defs.pipes_messages import WholeLineTempFileMessageReader
+from platform_defs.pipes_messages import PipesMessagesLost, WholeLineTempFileMessageReader
 from platform_defs.resources import PlatformResource
 from platform_defs.table_specs import pipeline_key
 from platform_defs.version_views import switch_observations, version_of
@@ -177,24 +177,32 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                "--duration", str(config.duration_seconds),
                "--metrics-interval", str(config.metrics_interval_seconds)]
     recorder = _StreamRecorder(context, settings, stream, monitoring_thresholds)
-    with open_pipes_session(context=context, context_injector=PipesTempFileContextInjector(),
-                            message_reader=WholeLineTempFileMessageReader()) as session:
-        env = {**os.environ, **_environment(settings), **session.get_bootstrap_env_vars()}
-        process = subprocess.Popen(command, env=env, cwd=str(PROJECT))
-        try:
-            while process.poll() is None:
-                yield from recorder.handle(session.get_custom_messages())
-                time.sleep(0.5)
-        finally:
-            if process.poll() is None:  # the run was terminated: stop the stream cleanly
-                process.terminate()
-                try:
-                    process.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+    lost: PipesMessagesLost | None = None
+    try:
+        with open_pipes_session(context=context,
+                                context_injector=PipesTempFileContextInjector(),
+                                message_reader=WholeLineTempFileMessageReader()) as session:
+            env = {**os.environ, **_environment(settings), **session.get_bootstrap_env_vars()}
+            process = subprocess.Popen(command, env=env, cwd=str(PROJECT))
+            try:
+                while process.poll() is None:
+                    yield from recorder.handle(session.get_custom_messages())
+                    time.sleep(0.5)
+            finally:
+                if process.poll() is None:  # the run was terminated: stop the stream cleanly
+                    process.terminate()
+                    try:
+                        process.wait(timeout=120)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+    except PipesMessagesLost as failure:  # the messages read are recorded all the same
+        lost = failure
     yield from recorder.handle(session.get_custom_messages())
     if process.returncode != 0:
-        raise RuntimeError(f"the live stream process exited with {process.returncode}")
+        raise RuntimeError(f"the live stream process exited with {process.returncode}") \
+            from lost
+    if lost is not None:
+        raise lost
     context.log.info(f"live stream: {recorder.batches} micro-batches observed")
 
 

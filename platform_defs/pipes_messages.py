@@ -24,20 +24,29 @@ _MESSAGES_FILE = "messages"
 _POLL_SECONDS = 0.01
 
 
+class PipesMessagesLost(RuntimeError):
+    """Some of the external process's messages could not be read (a line that is not a
+    message, or a last line cut off); the others were handled."""
+
+
 def whole_lines(path: str, closed: Event) -> Iterator[str]:
-    """The file's lines as the writer completes them; a part line waits for the rest. After
-    ``closed`` is set, the lines still in the file are read, and a last line the writer never
-    finished is an error: a message was cut off, and dropping it silently would lose events."""
+    """The file's lines as the writer completes them; a part line waits for the rest. Once
+    ``closed`` is set (after the writer's last write), the lines still in the file are read,
+    and a last line the writer never finished is an error: a message was cut off, and
+    dropping it silently would lose events."""
     pending = ""
     with open(path, encoding="utf-8", newline="\n") as stream:
         while True:
+            # asked before reading: a line written and ``closed`` set while this thread
+            # waited after an empty read is still read before it stops
+            done = closed.is_set()
             piece = stream.readline()
             if piece:
                 pending += piece
                 if pending.endswith("\n"):
                     yield pending
                     pending = ""
-            elif closed.is_set():
+            elif done:
                 break
             else:
                 time.sleep(_POLL_SECONDS)
@@ -48,7 +57,10 @@ def whole_lines(path: str, closed: Event) -> Iterator[str]:
 
 class WholeLineTempFileMessageReader(PipesMessageReader):
     """``PipesTempFileMessageReader`` that decodes a message only once its line is complete
-    (the external side writes with Dagster's default file writer, unchanged)."""
+    (the external side writes with Dagster's default file writer, unchanged). A line it
+    cannot handle does not stop it: the next ones are handled, and when the session closes
+    :class:`PipesMessagesLost` says which were not, so the step fails rather than leaving
+    events unrecorded."""
 
     @contextmanager
     def read_messages(self, handler: PipesMessageHandler) -> Iterator[PipesParams]:
@@ -66,20 +78,32 @@ class WholeLineTempFileMessageReader(PipesMessageReader):
             finally:
                 closed.set()
                 thread.join()
-        if failures:  # a lost message fails the step rather than leaving its events unrecorded
-            raise RuntimeError("the Pipes messages of the external process could not all be "
-                               "read") from failures[0]
+        if failures:
+            raise PipesMessagesLost(
+                f"{len(failures)} of the external process's Pipes messages could not be read: "
+                + "; ".join(map(str, failures[:3]))) from failures[0]
 
     @staticmethod
     def _follow(path: str, handler: PipesMessageHandler, closed: Event,
                 failures: list[Exception]) -> None:
-        try:
-            for line in whole_lines(path, closed):
-                handler.handle_message(json.loads(line))
-        except Exception as failure:
+        def failed(failure: Exception) -> None:
             failures.append(failure)
             handler.report_pipes_framework_exception(
                 f"{WholeLineTempFileMessageReader.__name__} reader thread", sys.exc_info())
+
+        lines = whole_lines(path, closed)
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                return
+            except Exception as failure:  # the last line cut off: the file is done
+                failed(failure)
+                return
+            try:
+                handler.handle_message(json.loads(line))
+            except Exception as failure:
+                failed(ValueError(f"line {line[:200]!r}: {failure}"))
 
     def no_messages_debug_text(self) -> str:
         return "Attempted to read messages from a local temporary file, whole lines only."

@@ -51,3 +51,11 @@ def test_nothing_is_owed_after_a_batch_without_data_or_one_not_committed(tmp_pat
         before = sorted(p.name for p in Path(checkpoint, "commits").iterdir())
         assert run_owed_batch_again(checkpoint, print, "live") is None, name
         assert sorted(p.name for p in Path(checkpoint, "commits").iterdir()) == before, name
+
+
+def test_nothing_is_owed_where_spark_runs_no_batch_without_data(tmp_path):
+    """With Spark's batches without data turned off, the last batch would run again at
+    every start and still owe one."""
+    checkpoint = _checkpoint(tmp_path, {0: 0, 1: 500}, {0: 500, 1: 900})
+    assert run_owed_batch_again(checkpoint, print, "live", batches_without_data=False) is None
+    assert last_committed_batch(checkpoint) is not None

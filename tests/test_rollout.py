@@ -21,6 +21,7 @@ from jobs import versions
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.live import run_live, run_rollout, run_stream
+from jobs.live.owed_batch import BATCHES_WITHOUT_DATA
 from jobs.settings import PlatformSettings
 from jobs.status import pipeline_state
 from tests.faults.helpers import QUIET, copy_log, make_source, pipelines_of
@@ -98,11 +99,11 @@ def test_a_run_stopped_before_its_batch_without_data_fires_those_timers_when_run
     again and then it, and the tables equal a backfill."""
     env = copy_log(source, tmp_path / "home", {"per_minute": V1})
     pipeline = pipelines_of(env)["per_minute"]
-    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    spark.conf.set(BATCHES_WITHOUT_DATA, "false")
     try:
         run_live(spark, pipeline.stream, **QUIET)
     finally:
-        spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+        spark.conf.unset(BATCHES_WITHOUT_DATA)
     short = output_tables(spark, pipeline)["window_results"]
     assert len(short) < len(clean["v1"]["window_results"])  # the timers owed did not fire
     said: list[str] = []

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from jobs import storage
 
+BATCHES_WITHOUT_DATA = "spark.sql.streaming.noDataMicroBatches.enabled"
+"""Spark's setting for batches without data (on unless set to ``false``)."""
 _BATCH_FILE = re.compile(r"^\d+$")
 _LOG_VERSION = re.compile(r"^v\d+$")
 
@@ -63,17 +65,22 @@ def last_committed_batch(checkpoint: str) -> LastBatch | None:
     return LastBatch(batch_id, ran_at, next_at)
 
 
-def run_owed_batch_again(checkpoint: str, progress: Callable[[str], None],
-                         what: str) -> LastBatch | None:
+def run_owed_batch_again(checkpoint: str, progress: Callable[[str], None], what: str,
+                         batches_without_data: bool = True) -> LastBatch | None:
     """Before the query of ``checkpoint`` starts: if its last batch owes a batch without
     data, remove that batch's commit entry so that the query runs it again and then the one
-    without data; the batch, or ``None`` when nothing is owed."""
+    without data; the batch, or ``None`` when nothing is owed. Nothing is owed when Spark
+    runs no batches without data (``batches_without_data``: its
+    ``spark.sql.streaming.noDataMicroBatches.enabled``), or the last batch would run again
+    at every start."""
     last = last_committed_batch(checkpoint)
-    if last is None or not last.owes_timers:
+    if last is None or not last.owes_timers or not batches_without_data:
         return None
     commits = storage.join(checkpoint, "commits")
+    # Hadoop's checksum first, as Hadoop deletes: a checksum left without its file would
+    # make Spark's rename of the entry written again fail
+    storage.delete_file(storage.join(commits, f".{last.batch_id}.crc"))
     storage.delete_file(storage.join(commits, str(last.batch_id)))
-    storage.delete_file(storage.join(commits, f".{last.batch_id}.crc"))  # Hadoop's checksum
     progress(f"{what}: batch {last.batch_id} raised the watermark to {last.next_watermark_ms} "
              f"and the query stopped before the batch without data that fires the timers due "
              f"by then; batch {last.batch_id} runs again (the same rows, written once), then "

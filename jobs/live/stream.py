@@ -323,7 +323,9 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     else:
         writer = writer.trigger(processingTime=trigger)
     name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
-    owed_batch.run_owed_batch_again(run.checkpoint, progress, f"live {stream.name} ({name})")
+    owed_batch.run_owed_batch_again(
+        run.checkpoint, progress, f"live {stream.name} ({name})",
+        batches_without_data=spark.conf.get(owed_batch.BATCHES_WITHOUT_DATA, "true") != "false")
     with rows_only_arrow_batches(spark, narrow=not ships_payload(specs)):
         query = writer.queryName(f"eventtime_live_{stream.name}_{name}").start()
     return query, sink

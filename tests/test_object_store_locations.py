@@ -141,3 +141,27 @@ def test_an_object_store_warehouse_without_an_arrival_log_is_refused(store, monk
         check_ingested(PlatformSettings.from_env(
             {**env, "PLATFORM_WAREHOUSE": "s3a://no-such-bucket/warehouse"})
             .platform.streams["events"])
+
+
+def test_a_checkpoint_in_the_object_store_has_its_owed_batch_run_again(store, monkeypatch):
+    """A live query's checkpoint under ``s3a://``: its offset and commit logs are read and
+    the commit of a last batch that owes a batch without data is removed, as on local disk
+    (tests/test_owed_batch.py), through Arrow's filesystem."""
+    from jobs import storage
+    from jobs.live.owed_batch import last_committed_batch, run_owed_batch_again
+
+    for name, value in store.environment().items():
+        monkeypatch.setenv(name, value)
+    store.create_bucket("checkpoints")
+    checkpoint = "s3a://checkpoints/warehouse/streams/events/_checkpoints/live-1"
+    for batch, (ran_at, next_at) in enumerate([(0, 500), (500, 900)]):
+        storage.write_small_text(f"{checkpoint}/offsets/{batch}",
+                                 f'v1\n{{"batchWatermarkMs":{ran_at},"batchTimestampMs":1}}\n'
+                                 '{"next_arrival_seq": 10}')
+        storage.write_small_text(f"{checkpoint}/commits/{batch}",
+                                 f'v1\n{{"nextBatchWatermarkMs":{next_at}}}')
+    owed = run_owed_batch_again(checkpoint, lambda _: None, "live events")
+    assert owed is not None and owed.batch_id == 1
+    assert storage.list_file_names(f"{checkpoint}/commits") == ["0"]
+    assert storage.list_file_names(f"{checkpoint}/offsets") == ["0", "1"]
+    assert last_committed_batch(checkpoint) is None

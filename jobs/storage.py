@@ -127,24 +127,20 @@ def delete_tree(location: str) -> None:
 
 def list_folders(location: str) -> list[str]:
     """Names of the folders directly in ``location`` (none when it is not there); no Spark."""
-    if is_local(location):
-        path = local_path(location)
-        return sorted(e.name for e in os.scandir(path) if e.is_dir()) if path.is_dir() else []
-    from pyarrow import fs
-
-    filesystem, path = arrow_filesystem(location)
-    try:
-        infos = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
-    except FileNotFoundError:
-        return []
-    return sorted(info.base_name for info in infos if info.type == fs.FileType.Directory)
+    return _names(location, folders=True)
 
 
 def list_file_names(location: str) -> list[str]:
     """Names of the files directly in ``location`` (none when it is not there); no Spark."""
+    return _names(location, folders=False)
+
+
+def _names(location: str, folders: bool) -> list[str]:
     if is_local(location):
         path = local_path(location)
-        return sorted(e.name for e in os.scandir(path) if e.is_file()) if path.is_dir() else []
+        if not path.is_dir():
+            return []
+        return sorted(e.name for e in os.scandir(path) if (e.is_dir() if folders else e.is_file()))
     from pyarrow import fs
 
     filesystem, path = arrow_filesystem(location)
@@ -152,7 +148,8 @@ def list_file_names(location: str) -> list[str]:
         infos = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
     except FileNotFoundError:
         return []
-    return sorted(info.base_name for info in infos if info.type == fs.FileType.File)
+    wanted = fs.FileType.Directory if folders else fs.FileType.File
+    return sorted(info.base_name for info in infos if info.type == wanted)
 
 
 def delete_file(location: str) -> None:

@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from jobs import storage
 from jobs.days import window_end_date
 from jobs.delta_io import insert_new_rows, read_table_or_none, replace_range
+from jobs.runtime import owed_batch
 from jobs.runtime.buckets import (
     BUCKET_COLUMN,
     SPARK_DELAY,
@@ -313,6 +314,8 @@ def run_live(spark: SparkSession, stream: Stream, name: str,
         progress(f"nexmark {name}: batch {batch_id}: {summary.get('row', 0)} rows, "
                  f"{summary.get('late', 0)} late")
 
+    owed_batch.run_owed_batch_again(checkpoint, progress, f"nexmark {name}",
+                                    owed_batch.runs_batches_without_data(spark))
     running = (emitted.writeStream.foreachBatch(write_batch)
               .option("checkpointLocation", checkpoint).trigger(availableNow=True)
               .queryName(f"nexmark_{name}").start())

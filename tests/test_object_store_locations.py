@@ -148,7 +148,7 @@ def test_a_checkpoint_in_the_object_store_has_its_owed_batch_run_again(store, mo
     the commit of a last batch that owes a batch without data is removed, as on local disk
     (tests/test_owed_batch.py), through Arrow's filesystem."""
     from jobs import storage
-    from jobs.live.owed_batch import last_committed_batch, run_owed_batch_again
+    from jobs.runtime.owed_batch import last_committed_batch, run_owed_batch_again
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.live.owed_batch import last_committed_batch, run_owed_batch_again
+from jobs.runtime.owed_batch import last_committed_batch, run_owed_batch_again
 
 
 def _checkpoint(folder: Path, ran_at: dict[int, int], next_at: dict[int, int]) -> str:

@@ -21,7 +21,7 @@ from jobs import versions
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
 from jobs.live import run_live, run_rollout, run_stream
-from jobs.live.owed_batch import BATCHES_WITHOUT_DATA
+from jobs.runtime.owed_batch import BATCHES_WITHOUT_DATA
 from jobs.settings import PlatformSettings
 from jobs.status import pipeline_state
 from tests.faults.helpers import QUIET, copy_log, make_source, pipelines_of

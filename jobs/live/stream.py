@@ -33,14 +33,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import rollout, versions
 from jobs.delta_io import table_exists
-from jobs.live import cohorts, owed_batch
+from jobs.live import cohorts
 from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
 from jobs.live.log_source import byte_count, packed_arrivals
 from jobs.live.sink import PipelineSink, StreamSink, app_id_for
 from jobs.progress import heartbeat
 from jobs.registry import Pipeline
-from jobs.runtime import INPUT_COLUMNS, check_runnable
+from jobs.runtime import INPUT_COLUMNS, check_runnable, owed_batch
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
 from jobs.runtime.key_runner import reads_payload
 from jobs.runtime.packing import (
@@ -325,7 +325,7 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
     owed_batch.run_owed_batch_again(
         run.checkpoint, progress, f"live {stream.name} ({name})",
-        batches_without_data=spark.conf.get(owed_batch.BATCHES_WITHOUT_DATA, "true") != "false")
+        batches_without_data=owed_batch.runs_batches_without_data(spark))
     with rows_only_arrow_batches(spark, narrow=not ships_payload(specs)):
         query = writer.queryName(f"eventtime_live_{stream.name}_{name}").start()
     return query, sink

@@ -23,8 +23,12 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jobs import storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 BATCHES_WITHOUT_DATA = "spark.sql.streaming.noDataMicroBatches.enabled"
 """Spark's setting for batches without data (on unless set to ``false``)."""
@@ -86,6 +90,11 @@ def run_owed_batch_again(checkpoint: str, progress: Callable[[str], None], what:
              f"by then; batch {last.batch_id} runs again (the same rows, written once), then "
              "that one")
     return last
+
+
+def runs_batches_without_data(spark: SparkSession) -> bool:
+    """Whether the session's queries run batches without data (Spark's default)."""
+    return spark.conf.get(BATCHES_WITHOUT_DATA, "true").strip().lower() != "false"
 
 
 def _batch_ids(folder: str) -> list[int]:

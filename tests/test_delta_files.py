@@ -1,0 +1,191 @@
+"""Appends written by Arrow's Parquet writer (jobs/delta_files.py): the same rows, transaction
+ids and errors as delta-rs's own write, and statistics a reader can skip files by without
+ever skipping a file that holds a wanted row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import DeltaError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobs import fast_writes
+from tests.depth import examples
+
+UTC = dt.UTC
+SCHEMA = pa.schema([
+    pa.field("seq", pa.int64(), False),
+    pa.field("line", pa.int32()),
+    pa.field("at", pa.timestamp("us", tz="UTC")),
+    pa.field("day", pa.date32()),
+    pa.field("key", pa.string()),
+    pa.field("value", pa.decimal128(38, 9)),
+    pa.field("ratio", pa.float64()),
+])
+MS = 1_000
+
+
+def _last_adds(path: str) -> list[dict]:
+    """The add actions of the table's latest commit."""
+    log = sorted((Path(path) / "_delta_log").glob("*.json"))[-1]
+    actions = [json.loads(line) for line in log.read_text().split("\n") if line]
+    return [action["add"] for action in actions if "add" in action]
+
+
+def _last_add(path: str) -> dict:
+    """The one add action of the table's latest commit."""
+    adds = _last_adds(path)
+    assert len(adds) == 1
+    return adds[0]
+
+
+def _writer(path: str) -> str:
+    """Which Parquet writer made the files of the latest commit."""
+    writers = {pq.ParquetFile(Path(path) / add["path"]).metadata.created_by
+               for add in _last_adds(path)}
+    assert len(writers) == 1
+    return writers.pop()
+
+
+def _comparable(name: str, value):
+    """A bound as a value (timestamps are written with or without milliseconds)."""
+    if name == "at":
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+rows = st.lists(st.tuples(
+    st.integers(-2**63, 2**63 - 1),
+    st.none() | st.integers(-2**31, 2**31 - 1),
+    st.none() | st.integers(-62_135_596_800_000, 253_402_300_799_999),  # years 1..9999, ms
+    st.none() | st.integers(-719_162, 2_932_896),  # days, years 1..9999
+    st.none() | st.text(max_size=40),
+    st.none() | st.decimals(min_value=-10**20, max_value=10**20, places=9, allow_nan=False),
+    st.none() | st.floats(allow_nan=False),
+), min_size=1, max_size=30)
+
+
+def _table(generated: list[tuple]) -> pa.Table:
+    seq, line, at, day, key, value, ratio = map(list, zip(*generated, strict=True))
+    return pa.table({
+        "seq": pa.array(seq, pa.int64()), "line": pa.array(line, pa.int32()),
+        "at": pa.array([None if ms is None else ms * MS for ms in at],
+                       pa.timestamp("us", tz="UTC")),
+        "day": pa.array(day, pa.date32()), "key": pa.array(key, pa.string()),
+        "value": pa.array(value, pa.decimal128(38, 9)), "ratio": pa.array(ratio, pa.float64()),
+    }, schema=SCHEMA)
+
+
+@settings(max_examples=examples(25), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(generated=rows)
+def test_the_statistics_bound_every_value_exactly_where_they_are_written(tmp_path_factory,
+                                                                         generated):
+    """Against delta-rs's own write of the same rows: the row count and null counts agree, and
+    every bound written is the column's true minimum or maximum (delta-rs's, where it writes
+    one); bounds are missing only where they would not be exact."""
+    data = _table(generated)
+    ours, reference = (str(tmp_path_factory.mktemp("t")) for _ in range(2))
+    write_deltalake(ours, SCHEMA.empty_table())
+    assert fast_writes.append(ours, data)
+    write_deltalake(reference, data)
+    assert _writer(ours).startswith("parquet-cpp-arrow")
+    stats = json.loads(_last_add(ours)["stats"])
+    expected = json.loads(_last_add(reference)["stats"])
+    assert stats["numRecords"] == expected["numRecords"] == data.num_rows
+    assert stats["nullCount"] == expected["nullCount"]
+    assert set(stats["minValues"]) == set(stats["maxValues"])
+    for name in SCHEMA.names:
+        values = [v for v in data.column(name).to_pylist() if v is not None]
+        if name not in stats["minValues"]:
+            assert name in ("value", "ratio") or not values or \
+                (name == "key" and max(map(len, values)) > 32), name
+            continue
+        low, high = (_comparable(name, stats[b][name]) for b in ("minValues", "maxValues"))
+        if name == "day":
+            low, high = dt.date.fromisoformat(low), dt.date.fromisoformat(high)
+        assert (low, high) == (min(values), max(values)), name
+        assert low == _comparable(name, expected["minValues"][name]) if name != "day" \
+            else low.isoformat() == expected["minValues"][name], name
+
+
+def test_spark_skipping_files_by_their_statistics_finds_every_row(spark, tmp_path):
+    """Files with neighbouring ranges, read with filters on each file's exact bounds: a bound
+    off by a millisecond, a time zone or a character would skip a file holding a wanted row."""
+    path = str(tmp_path / "table")
+    write_deltalake(path, SCHEMA.empty_table())
+    base = 1_795_000_000_000
+    for file in range(3):
+        n = 50
+        seq = list(range(file * n, file * n + n))
+        data = pa.table({
+            "seq": pa.array(seq, pa.int64()), "line": pa.array(seq, pa.int32()),
+            "at": pa.array([(base + s * 7) * MS for s in seq], pa.timestamp("us", tz="UTC")),
+            "day": pa.array([19_000 + s // 10 for s in seq], pa.date32()),
+            "key": pa.array([f"user-{s:05d}" for s in seq], pa.string()),
+            "value": pa.array([Decimal(s) / 4 for s in seq], pa.decimal128(38, 9)),
+            "ratio": pa.array([s / 3 for s in seq], pa.float64()),
+        }, schema=SCHEMA)
+        assert fast_writes.append(path, data)
+        assert _writer(path).startswith("parquet-cpp-arrow")
+    table = spark.read.format("delta").load(path)
+    for seq in (49, 50, 99, 100):  # the last and first rows of neighbouring files
+        at = dt.datetime.fromtimestamp((base + seq * 7) / 1000, UTC)
+        for condition in (f"seq = {seq}",
+                          f"at = timestamp'{at.strftime('%Y-%m-%d %H:%M:%S.%f')}Z'",
+                          f"key = 'user-{seq:05d}'", f"line = {seq}"):
+            found = [row.seq for row in table.where(condition).select("seq").collect()]
+            assert found == [seq], condition
+        day = 19_000 + seq // 10
+        found = sorted(row.seq for row in
+                       table.where(f"day = date_add(date'1970-01-01', {day})").collect())
+        assert found == list(range((seq // 10) * 10, (seq // 10) * 10 + 10))
+
+
+def test_an_append_whose_transaction_landed_writes_no_file(tmp_path):
+    path = tmp_path / "table"
+    write_deltalake(str(path), SCHEMA.empty_table())
+    data = _table([(1, 2, 3, 4, "a", Decimal("1.5"), 0.5)])
+    assert fast_writes.append(str(path), data, app_id="ingest", version=3)
+    files = sorted(path.glob("*.parquet"))
+    assert not fast_writes.append(str(path), data, app_id="ingest", version=3)
+    assert not fast_writes.append(str(path), data, app_id="ingest", version=2)
+    assert sorted(path.glob("*.parquet")) == files
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == 1
+    assert DeltaTable(str(path)).transaction_version("ingest") == 3
+
+
+def test_rows_the_table_refuses_are_refused_as_delta_rs_refuses_them(tmp_path):
+    """A null where the table allows none, or another schema, goes to delta-rs's write and
+    its error; nothing is committed."""
+    path = tmp_path / "table"
+    write_deltalake(str(path), SCHEMA.empty_table())
+    nulls = pa.Table.from_arrays([pa.array([None], pa.int64()), *(
+        pa.nulls(1, field.type) for field in list(SCHEMA)[1:])], schema=SCHEMA)
+    with pytest.raises(DeltaError, match="non-nullable"):
+        fast_writes.append(str(path), nulls)
+    other = pa.table({"seq": pa.array([1], pa.int64()), "extra": pa.array(["x"])})
+    with pytest.raises(DeltaError):
+        fast_writes.append(str(path), other)
+    assert DeltaTable(str(path)).version() == 0
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == 0
+
+
+def test_a_partitioned_table_is_appended_by_delta_rs(tmp_path):
+    path = str(tmp_path / "table")
+    data = _table([(1, 2, 3, 4, "a", Decimal("1.5"), 0.5), (2, 2, 3, 5, "b", None, None)])
+    assert fast_writes.append(path, data.slice(0, 0), partition_by=["day"])
+    assert fast_writes.append(path, data, partition_by=["day"])
+    table = DeltaTable(path)
+    assert table.metadata().partition_columns == ["day"]
+    assert sorted(table.to_pyarrow_table().column("seq").to_pylist()) == [1, 2]
+    assert len(table.file_uris()) == 2
+    assert _writer(path).startswith("delta-rs")

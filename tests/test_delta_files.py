@@ -189,3 +189,17 @@ def test_a_partitioned_table_is_appended_by_delta_rs(tmp_path):
     assert sorted(table.to_pyarrow_table().column("seq").to_pylist()) == [1, 2]
     assert len(table.file_uris()) == 2
     assert _writer(path).startswith("delta-rs")
+
+
+def test_appends_as_arrow_files_keep_delta_checkpoints_coming(tmp_path):
+    """The live job appends twice a second: without Delta's checkpoints (every 100 commits)
+    each load of the table would replay its whole log."""
+    path = tmp_path / "table"
+    write_deltalake(str(path), SCHEMA.empty_table())
+    for version in range(1, 101):
+        data = _table([(version, None, None, None, None, None, None)])
+        assert fast_writes.append(str(path), data, app_id="ingest", version=version)
+    assert _writer(str(path)).startswith("parquet-cpp-arrow")
+    assert (path / "_delta_log" / "_last_checkpoint").is_file()
+    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("seq").to_pylist()) == \
+        list(range(1, 101))

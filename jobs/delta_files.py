@@ -43,21 +43,38 @@ only a full Delta writer does, so such tables keep delta-rs's own write."""
 def takes_arrow_files(table: Any, data: pa.Table) -> bool:
     """Whether appending ``data`` to ``table`` (a delta-rs ``DeltaTable``) can be an
     Arrow-written file: the table is unpartitioned and asks nothing of a writer beyond non-null
-    columns, ``data`` has its schema and no null where the table allows none. Anything else
-    keeps delta-rs's own write, with its checks and its errors."""
+    columns, ``data`` has its schema in the types Delta stores as they are (:func:`_stored_as_is`)
+    and no null where the table allows none. Anything else keeps delta-rs's own write, with its
+    casts, its checks and its errors."""
     from deltalake import Schema
 
+    if not all(_stored_as_is(field.type) for field in data.schema):
+        return False
     metadata = table.metadata()
     configuration = metadata.configuration or {}
     schema = table.schema()
-    return (not metadata.partition_columns
+    try:
+        same_schema = Schema.from_arrow(data.schema) == schema
+    except Exception:  # noqa: BLE001 - a type delta-rs's own write would cast first
+        return False
+    return (same_schema and not metadata.partition_columns
             and table.protocol().min_writer_version <= _WRITER_VERSION_WITHOUT_FEATURES
             and not any(key.startswith("delta.constraints.") for key in configuration)
             and configuration.get("delta.columnMapping.mode", "none") == "none"
             and not any("delta.invariants" in (field.metadata or {}) for field in schema.fields)
-            and Schema.from_arrow(data.schema) == schema
             and not any(data.column(field.name).null_count for field in data.schema
                         if not field.nullable))
+
+
+def _stored_as_is(kind: pa.DataType) -> bool:
+    """A flat type whose Parquet form is Delta's own (signed integers, not unsigned ones;
+    timestamps in microseconds and UTC; no nesting): anything else delta-rs casts first."""
+    return (pa.types.is_signed_integer(kind) or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind) or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind) or pa.types.is_date32(kind)
+            or pa.types.is_decimal128(kind)
+            or (pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz == "UTC"))
 
 
 def write_file(location: str, data: pa.Table) -> tuple[str, int, pq.FileMetaData]:
@@ -91,18 +108,21 @@ def file_statistics(footer: pq.FileMetaData, schema: pa.Schema) -> dict[str, Any
     minimum: dict[str, Any] = {}
     maximum: dict[str, Any] = {}
     nulls: dict[str, int] = {}
+    if footer.num_columns != len(schema) or not all(map(_stored_as_is, schema.types)):
+        # a nested column has several Parquet leaves, and the leaves no longer follow the
+        # fields one to one: the row count only
+        return {"numRecords": footer.num_rows}
     for index, field in enumerate(schema):
         chunks = [footer.row_group(group).column(index) for group in
                   range(footer.num_row_groups)]
-        if any(chunk.path_in_schema != field.name for chunk in chunks):
-            continue  # a nested column: no statistics
         statistics = [chunk.statistics for chunk in chunks]
         if any(stat is None or not stat.has_null_count for stat in statistics):
             continue
         nulls[field.name] = sum(stat.null_count for stat in statistics)
+        if any(not stat.has_min_max and stat.null_count < chunk.num_values
+               for stat, chunk in zip(statistics, chunks, strict=True)):
+            continue  # a chunk with values but no bounds (too long to keep, say)
         with_values = [stat for stat in statistics if stat.has_min_max]
-        if len(with_values) < len(statistics) and nulls[field.name] < footer.num_rows:
-            continue  # a chunk with values but no bounds
         if not with_values:
             continue  # every value null
         try:

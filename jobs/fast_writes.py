@@ -28,6 +28,7 @@ from jobs.delta_io import retry_conflicts
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties
 
 
 def delta_uri(location: str) -> str:
@@ -93,7 +94,6 @@ def append(location: str, data: pa.Table, *, app_id: str | None = None,
     returns whether it was written. Rows into an existing unpartitioned table of the same
     schema go as a file Arrow writes (:func:`_append_arrow_file`), anything else through
     delta-rs's own write."""
-    from deltalake import write_deltalake
     from deltalake.transaction import CommitProperties, Transaction
 
     # the table loaded once for the transaction check and the write: each load replays
@@ -110,10 +110,8 @@ def append(location: str, data: pa.Table, *, app_id: str | None = None,
             return False
         properties = CommitProperties(app_transactions=[Transaction(app_id, version)]) \
             if app_id is not None else None
-        write_deltalake(table if table is not None else delta_uri(location), data,
-                        mode="append", partition_by=list(partition_by) if partition_by else None,
-                        commit_properties=properties)
-        return True
+        return _write_with_delta_rs(table if table is not None else delta_uri(location), data,
+                                    partition_by, properties)
 
     return retry_conflicts(write)
 
@@ -121,8 +119,10 @@ def append(location: str, data: pa.Table, *, app_id: str | None = None,
 def _append_arrow_file(location: str, table: DeltaTable, data: pa.Table, app_id: str | None,
                        version: int | None) -> bool:
     """:func:`append` as a file Arrow writes and a commit delta-rs makes
-    (jobs/delta_files.py). The file is written once; a conflicting commit is tried again
-    with the table reloaded, and a file whose transaction landed meanwhile is removed."""
+    (jobs/delta_files.py). The file is written once. After a conflict the table is loaded
+    again: a transaction that landed meanwhile ends the append (the file is left to VACUUM, as
+    a failed write's is: the commit that landed may be this one, its answer lost), and a table
+    that changed so that it no longer takes such files gets delta-rs's own write."""
     from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties, Transaction
 
@@ -137,13 +137,25 @@ def _append_arrow_file(location: str, table: DeltaTable, data: pa.Table, app_id:
     def commit() -> bool:
         current = attempts.pop() if attempts else DeltaTable(delta_uri(location))
         if app_id is not None and _applied(current, app_id, version):
-            storage.delete_file(storage.join(location, name))
             return False
+        if not delta_files.takes_arrow_files(current, data):
+            return _write_with_delta_rs(current, data, None, properties)
         current.create_write_transaction([action], "append", current.schema(),
                                          commit_properties=properties)
         return True
 
     return retry_conflicts(commit)
+
+
+def _write_with_delta_rs(table: DeltaTable | str, data: pa.Table,
+                         partition_by: Sequence[str] | None,
+                         properties: CommitProperties | None) -> bool:
+    from deltalake import write_deltalake
+
+    write_deltalake(table, data, mode="append",
+                    partition_by=list(partition_by) if partition_by else None,
+                    commit_properties=properties)
+    return True
 
 
 def _applied(table: DeltaTable, app_id: str, version: int | None) -> bool:

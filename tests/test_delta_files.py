@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import CommitFailedError, DeltaError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs import fast_writes
+from jobs import delta_files, fast_writes
 from tests.depth import examples
 
 UTC = dt.UTC
@@ -203,3 +203,83 @@ def test_appends_as_arrow_files_keep_delta_checkpoints_coming(tmp_path):
     assert (path / "_delta_log" / "_last_checkpoint").is_file()
     assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("seq").to_pylist()) == \
         list(range(1, 101))
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(generated=rows, group=st.integers(1, 5))
+def test_a_files_row_groups_give_the_bounds_of_the_whole_file(generated, group):
+    data = _table(generated)
+    whole, grouped = pa.BufferOutputStream(), pa.BufferOutputStream()
+    footers: list[pq.FileMetaData] = []
+    pq.write_table(data, whole, metadata_collector=footers)
+    pq.write_table(data, grouped, row_group_size=group, metadata_collector=footers)
+    assert footers[1].num_row_groups == -(-data.num_rows // group)
+    assert delta_files.file_statistics(footers[1], data.schema) == \
+        delta_files.file_statistics(footers[0], data.schema)
+
+
+def test_nested_or_unsigned_columns_are_appended_by_delta_rs(tmp_path):
+    """Their Parquet form is not Delta's own (a struct's leaves, unsigned integers): delta-rs
+    writes them (casting, or refusing, as it always did), and a footer with nested columns
+    gives the row count only."""
+    nested = pa.schema([pa.field("s", pa.struct([("x", pa.int64()), ("y", pa.int64())])),
+                        pa.field("s.y", pa.int64())])
+    data = pa.table({"s": [{"x": 1, "y": 100}], "s.y": [5]}, schema=nested)
+    path = str(tmp_path / "nested")
+    write_deltalake(path, nested.empty_table())
+    assert fast_writes.append(path, data)
+    assert _writer(path).startswith("delta-rs")
+    footers: list[pq.FileMetaData] = []
+    pq.write_table(data, pa.BufferOutputStream(), metadata_collector=footers)
+    assert delta_files.file_statistics(footers[0], nested) == {"numRecords": 1}
+    signed = pa.schema([pa.field("n", pa.int32())])
+    path = str(tmp_path / "signed")
+    write_deltalake(path, signed.empty_table())
+    unsigned = pa.table({"n": pa.array([3_000_000_000], pa.uint32())})
+    with pytest.raises(Exception):  # noqa: B017 - delta-rs's own refusal, whatever its type
+        fast_writes.append(path, unsigned)
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 0
+
+
+def test_a_commit_whose_answer_was_lost_keeps_its_file(tmp_path, monkeypatch):
+    """The commit landed but the writer was told it failed (an object store's lost answer):
+    run again, the append finds its transaction applied and leaves the table readable."""
+    path = str(tmp_path / "table")
+    write_deltalake(path, SCHEMA.empty_table())
+    commit = DeltaTable.create_write_transaction
+    lost = []
+
+    def landed_but_failed(self, *args, **kwargs):
+        commit(self, *args, **kwargs)
+        if not lost:
+            lost.append(True)
+            raise CommitFailedError("the answer of a commit that landed, lost")
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", landed_but_failed)
+    monkeypatch.setattr("jobs.delta_io.time.sleep", lambda _: None)
+    data = _table([(1, 2, 3, 4, "a", Decimal("1.5"), 0.5)])
+    fast_writes.append(path, data, app_id="ingest", version=1)
+    assert lost
+    table = DeltaTable(path)
+    assert table.to_pyarrow_table().column("seq").to_pylist() == [1]
+    assert table.transaction_version("ingest") == 1
+
+
+def test_a_table_changed_during_the_append_gets_delta_rs_checks(tmp_path, monkeypatch):
+    """A constraint added between the file's write and its commit: the commit conflicts, and
+    the reloaded table, which no longer takes Arrow files, gets delta-rs's write, which refuses
+    the row that breaks the constraint."""
+    path = str(tmp_path / "table")
+    write_deltalake(path, SCHEMA.empty_table())
+    write_file = delta_files.write_file
+
+    def written_then_constrained(location, data):
+        written = write_file(location, data)
+        DeltaTable(path).alter.add_constraint({"positive": "seq > 0"})
+        return written
+
+    monkeypatch.setattr(delta_files, "write_file", written_then_constrained)
+    monkeypatch.setattr("jobs.delta_io.time.sleep", lambda _: None)
+    with pytest.raises(DeltaError, match="failed validation"):
+        fast_writes.append(path, _table([(-1, 2, 3, 4, "a", Decimal("1.5"), 0.5)]))
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 0

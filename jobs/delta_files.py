@@ -22,12 +22,15 @@ import datetime as dt
 import json
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jobs import storage
+
+if TYPE_CHECKING:
+    from deltalake.transaction import AddAction
 
 STRING_PREFIX = 32
 """Strings longer than this get no bounds (Spark's Delta writer truncates them to 32
@@ -94,7 +97,8 @@ def write_file(location: str, data: pa.Table) -> tuple[str, int, pq.FileMetaData
     return name, size, collected[0]
 
 
-def add_action(name: str, size: int, footer: pq.FileMetaData, schema: pa.Schema):
+def add_action(name: str, size: int, footer: pq.FileMetaData, schema: pa.Schema
+               ) -> AddAction:
     """The add action of a file :func:`write_file` wrote."""
     from deltalake.transaction import AddAction
 

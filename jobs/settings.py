@@ -117,9 +117,14 @@ class PlatformSettings(BaseSettings):
         description="Smallest batch 'auto' hands to the executors (smaller ones are read "
                     "faster by the driver than a Spark job starts)")
     ingest_processes: Literal["auto"] | Annotated[int, Field(ge=0)] = Field("auto",
-        description="Worker processes the driver reader parses a batch's files in, off the "
-                    "ingest process (the live job's driver): a number, 0 (parse in the "
-                    "ingest process), or 'auto' (one per core, at most 4)")
+        description="Workers the driver reader parses a batch's files in (processes or "
+                    "threads: PLATFORM_INGEST_PARSE_WORKERS): a number, 0 (parse in the "
+                    "ingest thread), or 'auto' (one per core, at most 4)")
+    ingest_parse_workers: Literal["auto", "threads", "processes"] = Field("auto",
+        description="What the driver reader's parse workers are: 'threads' of the ingest "
+                    "process, worker 'processes' (off its interpreter lock), or 'auto': "
+                    "threads where the native scanner parses (outside the lock), processes "
+                    "where it is not built or turned off")
     ingest_processes_min_bytes: int = Field(8 << 20, ge=0,
         description="Smallest batch (of two or more files) parsed by worker processes (a "
                     "smaller one is parsed faster in the ingest process than its files "

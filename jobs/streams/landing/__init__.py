@@ -218,8 +218,8 @@ class Ingestor:
                 and size >= self.settings.ingest_spark_min_bytes)
 
     def _processes(self, size: int) -> int:
-        """How many worker processes parse a batch of ``size`` landing bytes
-        (PLATFORM_INGEST_PROCESSES; 0: this process)."""
+        """How many workers (processes or threads, PLATFORM_INGEST_PARSE_WORKERS) parse a
+        batch of ``size`` landing bytes (PLATFORM_INGEST_PROCESSES; 0: the ingest thread)."""
         if size < self.settings.ingest_processes_min_bytes:
             return 0
         setting = self.settings.ingest_processes
@@ -400,8 +400,10 @@ class Ingestor:
                 append_started = parse_started
             else:
                 with cycle_collector_paused():
-                    reads = part_pool.read_parts(self.landing, plan, self.rules,
-                                                 self._processes(size), self.progress)
+                    reads = part_pool.read_parts(
+                        self.landing, plan, self.rules, self._processes(size), self.progress,
+                        threads=part_pool.in_threads(self.settings.ingest_parse_workers,
+                                                     self.rules))
                     order_started = time.monotonic()
                     rows = arrival_rows(reads, plan.start_state, self.rules)
                 append_started = time.monotonic()

@@ -1,5 +1,5 @@
-"""A batch's landing parts read and parsed in worker processes, off the ingest process's
-interpreter lock.
+"""A batch's landing parts read and parsed in parallel: by threads of the ingest process where
+the native scanner parses them, by worker processes off its interpreter lock otherwise.
 
 In the live job ingest is a thread of the driver's Python process, the process that also plans
 the stream's micro-batches: profiled at 120,000 events/s offered, ingest was the limit while a
@@ -9,6 +9,14 @@ of the part's bytes, the plan and the rules, so parts can be read anywhere: here
 to a worker process and comes back as columns (its bytes, numpy arrays, Arrow arrays), and the
 ingest process only orders and walks them (:func:`~jobs.streams.landing.batch.arrival_rows`).
 The rows are the very ones an in-process read gives (tests/test_part_pool.py).
+
+Where the native scanner is built (jobs/streams/landing/native_scan.py) a part's parse is
+mostly native code that runs without the interpreter lock (the scan through ctypes, Arrow's
+casts), so threads parse parts side by side in the ingest process and nothing travels:
+offline, 800,000 of the benchmark's lines took 0.87-1.1 µs of CPU a line and 0.20 s of parse
+against 1.29-1.87 µs and 0.37 s in two worker processes, whose pickling of every part's bytes
+and columns cost what the parallel parse saved (benchmarks/RESULTS.md).
+PLATFORM_INGEST_PARSE_WORKERS chooses (``auto``: threads with the scanner, processes without).
 
 Worker processes are started with ``spawn`` (the driver holds a JVM gateway and threads, which
 ``fork`` would copy half-way), once per process and worker count, and only for a batch of at
@@ -28,17 +36,19 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pyarrow as pa
 
+from jobs.streams.landing import native_scan
 from jobs.streams.landing.batch import IngestRules, PartRead, read_part, read_parts_here
 from jobs.streams.landing.folder import LandingFolder
 from jobs.streams.landing.log import Plan
 
 _pools: dict[int, ProcessPoolExecutor] = {}
+_thread_pools: dict[int, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
 GIVE_UP_AFTER = 3
 """Worker pools that stop in a row before this process parses every batch itself (workers
@@ -56,12 +66,27 @@ def default_processes() -> int:
     return min(cores, 4)
 
 
+def in_threads(setting: str, rules: IngestRules) -> bool:
+    """Whether parse workers are threads of this process (PLATFORM_INGEST_PARSE_WORKERS:
+    ``auto`` picks them where the native scanner parses, outside the interpreter lock)."""
+    if setting != "auto":
+        return setting == "threads"
+    return rules.native_scan and native_scan.available()
+
+
 def read_parts(landing: LandingFolder | Path, plan: Plan, rules: IngestRules,
-               processes: int, progress: Callable[[str], None] = print) -> list[PartRead]:
+               processes: int, progress: Callable[[str], None] = print,
+               threads: bool = False) -> list[PartRead]:
     """Every part of the plan read as :func:`read_part` reads it, in plan order, by
-    ``processes`` worker processes (in this process when 0, when the plan has one part, or
-    when workers stopped :data:`GIVE_UP_AFTER` times in a row)."""
-    if processes <= 0 or len(plan.files) < 2 or _broken_in_a_row >= GIVE_UP_AFTER:
+    ``processes`` workers: threads of this process with ``threads``, worker processes
+    otherwise (in the calling thread when 0, when the plan has one part, or when worker
+    processes stopped :data:`GIVE_UP_AFTER` times in a row)."""
+    if processes <= 0 or len(plan.files) < 2:
+        return read_parts_here(landing, plan, rules)
+    if threads:  # a part's error is raised as reading it here raises it
+        return list(_thread_pool(processes).map(
+            lambda part: read_part(landing, plan, part, rules), plan.files))
+    if _broken_in_a_row >= GIVE_UP_AFTER:
         return read_parts_here(landing, plan, rules)
     pool = _pool(processes)
     # what keeps workers from starting at all is raised by the submission (a process still
@@ -123,6 +148,15 @@ def _pool(processes: int) -> ProcessPoolExecutor:
         return pool
 
 
+def _thread_pool(threads: int) -> ThreadPoolExecutor:
+    with _lock:
+        pool = _thread_pools.get(threads)
+        if pool is None:
+            pool = ThreadPoolExecutor(threads, thread_name_prefix="ingest-parse")
+            _thread_pools[threads] = pool
+        return pool
+
+
 def _end_with_parent() -> None:
     """A worker ends when the process that started it ends: one that is SIGKILLed cannot
     stop its workers, and no end of file would tell them (each worker holds the task queue's
@@ -162,9 +196,11 @@ def _count_success() -> None:
 
 @atexit.register
 def shutdown() -> None:
-    """Stop every worker (at exit, and for tests that count processes)."""
+    """Stop every worker, process or thread (at exit, and for tests that count processes)."""
     with _lock:
-        pools = list(_pools.values())
+        pools: list[ProcessPoolExecutor | ThreadPoolExecutor] = [*_pools.values(),
+                                                                 *_thread_pools.values()]
         _pools.clear()
+        _thread_pools.clear()
     for pool in pools:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -262,10 +262,62 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     else:
         partition_codes = np.fromiter(map(codes.__getitem__, partitions), dtype=np.int64,
                                       count=count)
+    never = np.iinfo(np.int64).max
+    end_partitions: dict[str, list[int]] = {}
+    if len(names) == 1 and count:  # one partition, every record its own: fewer passes
+        lowest = _lone_partition(restored, names[0], events, ingests, delay, timeout,
+                                 end_partitions)
+    else:
+        lowest = _lowest_over_partitions(restored, codes, partition_codes, events, ingests,
+                                         delay, timeout, end_partitions)
+    proposals = np.where(lowest == never, np.iinfo(np.int64).min, lowest)
+    watermarks = np.maximum.accumulate(np.maximum(proposals, combined)) if count else \
+        np.empty(0, dtype=np.int64)
+    if count:
+        combined = max(combined, int(watermarks[-1]))
+    state = {"combined": combined, "last_tick": restored._last_tick,
+             "partitions": {name: end_partitions[name] for name in sorted(end_partitions)}}
+    return watermarks, state
+
+
+def _lone_partition(restored: ArrivalWatermarks, name: str, events: np.ndarray,
+                    ingests: np.ndarray, delay: int, timeout: int | None,
+                    end_partitions: dict[str, list[int]]) -> np.ndarray:
+    """:func:`_lowest_over_partitions` for a batch whose records all come from the one
+    partition there is: before record ``i`` it has seen records ``0 .. i-1``, the last of
+    them ingested at ``ingests[i - 1]``."""
+    count = len(events)
+    never = np.iinfo(np.int64).max
+    saved = restored._partitions.get(name)
+    start_seen = saved.strategy.snapshot() if saved is not None else None
+    start_ingest = saved.last_ingest_ms if saved is not None else None
+    seen = np.maximum.accumulate(events)
+    floor = MIN_WATERMARK + delay + 1 if start_seen is None else start_seen
+    max_seen = np.empty(count, dtype=np.int64)
+    max_seen[0] = floor
+    np.maximum(seen[:-1], floor, out=max_seen[1:])
+    lowest = max_seen - delay - 1
+    if timeout is not None:
+        last_ingest = np.empty(count, dtype=np.int64)
+        last_ingest[0] = start_ingest if start_ingest is not None else 0
+        last_ingest[1:] = ingests[:-1]
+        lowest[ingests - last_ingest >= timeout] = never
+    if start_seen is None:
+        lowest[0] = never  # nothing seen before the first record: not active yet
+    end_partitions[name] = [max(int(seen[-1]), floor), int(ingests[-1])]
+    return lowest
+
+
+def _lowest_over_partitions(restored: ArrivalWatermarks, codes: dict[str, int],
+                            partition_codes: np.ndarray, events: np.ndarray,
+                            ingests: np.ndarray, delay: int, timeout: int | None,
+                            end_partitions: dict[str, list[int]]) -> np.ndarray:
+    """Per record, the least of the active partitions' watermarks before it (``int64`` max
+    where none is active); ``end_partitions`` gets each partition's state after the batch."""
+    count = len(events)
     positions = np.arange(count)
     never = np.iinfo(np.int64).max
     lowest = np.full(count, never, dtype=np.int64)
-    end_partitions: dict[str, list[int]] = {}
     for name, code in codes.items():
         saved = restored._partitions.get(name)
         start_seen = saved.strategy.snapshot() if saved is not None else None
@@ -296,11 +348,4 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
             end_partitions[name] = [max(int(seen[-1]), floor), int(ingests[last[-1]])]
         elif saved is not None:
             end_partitions[name] = [start_seen, start_ingest]
-    proposals = np.where(lowest == never, np.iinfo(np.int64).min, lowest)
-    watermarks = np.maximum.accumulate(np.maximum(proposals, combined)) if count else \
-        np.empty(0, dtype=np.int64)
-    if count:
-        combined = max(combined, int(watermarks[-1]))
-    state = {"combined": combined, "last_tick": restored._last_tick,
-             "partitions": {name: end_partitions[name] for name in sorted(end_partitions)}}
-    return watermarks, state
+    return lowest

@@ -56,7 +56,7 @@ def reference_watermarks(spec: WatermarkSpec, records: list[Record]) -> list[int
 
 
 @st.composite
-def arrival_logs(draw):
+def arrival_logs(draw, partitions: tuple[str, ...] = ("p0", "p1", "p2")):
     strategy = draw(st.sampled_from(["bounded_out_of_orderness", "monotonous", "punctuated"]))
     spec = WatermarkSpec(
         strategy=strategy,
@@ -71,7 +71,7 @@ def arrival_logs(draw):
     for _ in range(size):
         ingest += draw(st.integers(0, 30))
         records.append((
-            draw(st.sampled_from(["p0", "p1", "p2"])),
+            draw(st.sampled_from(partitions)),
             draw(st.integers(-200, 400)),
             ingest,
             {"mark": draw(st.one_of(st.booleans(), st.integers(-200, 400), st.none(),
@@ -140,6 +140,20 @@ def test_interval_ticks_move_only_on_the_ingest_clock():
 def test_the_vectorised_column_equals_the_walk_from_any_restored_state(case, data):
     """What ingest computes with numpy (``watermark_column``) is what the walk computes, record
     for record, and leaves the same state, from a state restored anywhere in the log."""
+    _vectorised_equals_the_walk(case, data)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(arrival_logs(partitions=("p0",)).filter(
+    lambda case: case[0].strategy != "punctuated" and case[0].tick_interval_ms is None),
+    st.data())
+def test_one_partitions_column_equals_the_walk(case, data):
+    """A stream of one partition (a landing folder with one producer) takes a shorter way
+    through ``watermark_column``: the same watermarks and state as the walk."""
+    _vectorised_equals_the_walk(case, data)
+
+
+def _vectorised_equals_the_walk(case, data) -> None:
     from operators.watermarks import CodedPartitions, watermark_column
 
     spec, records = case

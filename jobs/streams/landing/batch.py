@@ -453,13 +453,12 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     laid end to end, and the arrival order a permutation of those indexes."""
     names, file_of_read = _coded([read.name for read in reads])
     sizes = [len(read) for read in reads]
-    count = sum(sizes)
     starts = np.cumsum([0, *sizes])
     owner = np.repeat(np.arange(len(reads), dtype=np.int64), sizes)
     codes = np.repeat(file_of_read, sizes)
     numbers = _joined([read.numbers for read in reads])
     clocks = _joined([read.clocks for read in reads])
-    order = np.lexsort((numbers, codes, clocks)) if count else np.empty(0, dtype=np.int64)
+    order = _arrival_permutation(clocks, codes, numbers)
     last_ingest = start_state.get("last_ingest_ms", MIN_WATERMARK)
     clocks = np.maximum(clocks, last_ingest)  # the lines' clocks are sorted (see arrive)
     is_event = np.concatenate([read.parsed.is_event for read in reads]) if reads \
@@ -529,6 +528,24 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}
     return BatchRows(good_rows, bad_rows, state, current)
+
+
+def _arrival_permutation(clocks: np.ndarray, codes: np.ndarray, numbers: np.ndarray
+                         ) -> np.ndarray:
+    """The permutation that sorts the lines by ``(clock, file, line number)``, stably. Lines
+    usually come in that order already (a batch's files in name order, each with its clocks
+    rising): a check in a few passes then spares the sort (800,000 lines: about 5 ms against
+    17-37 ms)."""
+    count = len(clocks)
+    if count < 2:
+        return np.arange(count, dtype=np.int64)
+    later_clock = clocks[1:] > clocks[:-1]
+    same_clock = clocks[1:] == clocks[:-1]
+    in_file_order = (codes[1:] > codes[:-1]) | ((codes[1:] == codes[:-1])
+                                                 & (numbers[1:] >= numbers[:-1]))
+    if bool(np.all(later_clock | (same_clock & in_file_order))):
+        return np.arange(count, dtype=np.int64)  # a stable sort of sorted lines changes none
+    return np.lexsort((numbers, codes, clocks))
 
 
 def _coded(labels: list[str]) -> tuple[list[str], np.ndarray]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,8 +149,8 @@ def test_the_vectorised_column_equals_the_walk_from_any_restored_state(case, dat
     lambda case: case[0].strategy != "punctuated" and case[0].tick_interval_ms is None),
     st.data())
 def test_one_partitions_column_equals_the_walk(case, data):
-    """A stream of one partition (a landing folder with one producer) takes a shorter way
-    through ``watermark_column``: the same watermarks and state as the walk."""
+    """A stream of one partition (a landing folder with one producer), which the general
+    strategy draws rarely: the same watermarks and state as the walk."""
     _vectorised_equals_the_walk(case, data)
 
 
@@ -179,3 +180,26 @@ def _vectorised_equals_the_walk(case, data) -> None:
         [r[1] for r in records[cut:]], [r[2] for r in records[cut:]])
     assert coded is not None
     assert coded[0].tolist() == expected and coded[1] == state
+
+
+@pytest.mark.parametrize(("spec", "records", "cut"), [
+    # b's first record: a alone is present, so its watermark is a's (b not yet counted)
+    (WatermarkSpec(max_out_of_orderness_ms=0),
+     [("a", 100, 0, None), ("a", 200, 1, None), ("b", 50, 2, None), ("b", 60, 3, None)], 0),
+    # a, restored from before the cut, sends nothing in the batch and is idle from ingest 50
+    (WatermarkSpec(max_out_of_orderness_ms=0, idle_timeout_ms=50),
+     [("a", 100, 0, None), ("b", 500, 40, None), ("b", 600, 70, None), ("b", 700, 80, None)],
+     2),
+])
+def test_the_vectorised_column_counts_a_partition_only_while_it_is_present_and_active(
+        spec, records, cut):
+    from operators.watermarks import watermark_column
+
+    walked = ArrivalWatermarks(spec)
+    assign_watermarks(spec, records[:cut], start=walked)
+    before = walked.snapshot()
+    expected = assign_watermarks(spec, records[cut:], start=walked)
+    column = watermark_column(spec, before, [r[0] for r in records[cut:]],
+                              [r[1] for r in records[cut:]], [r[2] for r in records[cut:]])
+    assert column is not None
+    assert column[0].tolist() == expected and column[1] == walked.snapshot()

@@ -154,24 +154,33 @@ def test_one_partitions_column_equals_the_walk(case, data):
     _vectorised_equals_the_walk(case, data)
 
 
-def _vectorised_equals_the_walk(case, data) -> None:
-    from operators.watermarks import CodedPartitions, watermark_column
+def _walked_and_vectorised(spec, records, cut):
+    """The walk's watermarks for ``records[cut:]`` from the state after ``records[:cut]``, the
+    state it starts from and ends in, and ``watermark_column``'s answer for the same."""
+    from operators.watermarks import watermark_column
 
-    spec, records = case
-    cut = data.draw(st.integers(0, len(records)))
     walked = ArrivalWatermarks(spec)
     assign_watermarks(spec, records[:cut], start=walked)
     before = walked.snapshot()
     expected = assign_watermarks(spec, records[cut:], start=walked)
     column = watermark_column(spec, before, [r[0] for r in records[cut:]],
                               [r[1] for r in records[cut:]], [r[2] for r in records[cut:]])
+    return expected, before, walked.snapshot(), column
+
+
+def _vectorised_equals_the_walk(case, data) -> None:
+    from operators.watermarks import CodedPartitions, watermark_column
+
+    spec, records = case
+    cut = data.draw(st.integers(0, len(records)))
+    expected, before, after, column = _walked_and_vectorised(spec, records, cut)
     if spec.strategy == "punctuated" or spec.tick_interval_ms is not None:
         assert column is None  # the walk computes those
         return
     assert column is not None
     watermarks, state = column
     assert watermarks.tolist() == expected
-    assert state == walked.snapshot()
+    assert state == after
     # the partitions as ingest holds them: codes into names (more names than the records use,
     # in any order)
     names = data.draw(st.permutations(sorted({r[0] for r in records} | {"unused"})))
@@ -193,13 +202,6 @@ def _vectorised_equals_the_walk(case, data) -> None:
 ])
 def test_the_vectorised_column_counts_a_partition_only_while_it_is_present_and_active(
         spec, records, cut):
-    from operators.watermarks import watermark_column
-
-    walked = ArrivalWatermarks(spec)
-    assign_watermarks(spec, records[:cut], start=walked)
-    before = walked.snapshot()
-    expected = assign_watermarks(spec, records[cut:], start=walked)
-    column = watermark_column(spec, before, [r[0] for r in records[cut:]],
-                              [r[1] for r in records[cut:]], [r[2] for r in records[cut:]])
+    expected, _, after, column = _walked_and_vectorised(spec, records, cut)
     assert column is not None
-    assert column[0].tolist() == expected and column[1] == walked.snapshot()
+    assert column[0].tolist() == expected and column[1] == after

@@ -126,9 +126,9 @@ class PlatformSettings(BaseSettings):
                     "threads where the native scanner parses (outside the lock), processes "
                     "where it is not built or turned off")
     ingest_processes_min_bytes: int = Field(8 << 20, ge=0,
-        description="Smallest batch (of two or more files) parsed by worker processes (a "
-                    "smaller one is parsed faster in the ingest process than its files "
-                    "travel)")
+        description="Smallest batch (of two or more files) parsed by parse workers (a "
+                    "smaller one is parsed faster in the ingest thread than its files are "
+                    "handed out)")
     native_scan: bool = Field(True,
         description="Landing lines are scanned by the native scanner (native/landing_scan, "
                     "built by ./platform setup) where it is built; false: decoded by msgspec "

@@ -524,37 +524,63 @@ def warm_jvm(spark, root: Path, args, window: str, rate: int, keys: int) -> None
 
 
 def find_max(spark, root: Path, args) -> None:
-    """Per window: the offered rate doubled from ``--rates[0]`` until an engine falls behind
-    (:meth:`Run.kept_up`) twice at one rate; its ceiling is the highest rate it processed (at
-    saturation, what it can). Both engines on the same files at each rate, one after the
-    other. One run behind is not enough: plain Spark's sliding windows once stopped at 40,000
-    on a single noisy run, a third of their ceiling (benchmarks/RESULTS.md)."""
+    """Per window, each engine's ceiling: the highest offered rate it keeps up with
+    (:meth:`Run.kept_up`), found by doubling from ``--rates[0]`` and then halving the gap
+    between the last rate kept up with and the first one behind ``--refine`` times
+    (benchmarks/ceiling_search.py). Where both engines are offered a rate, they run one
+    after the other. An engine falls behind at a rate only if it does so twice: plain
+    Spark's sliding windows once stopped at 40,000 on a single noisy run, a third of their
+    ceiling (benchmarks/RESULTS.md). The most each processed in any run is printed too."""
+    from benchmarks.ceiling_search import CeilingSearch
+
     keys = args.keys[0]
     warm_jvm(spark, root, args, args.windows[0], args.rates[0], keys)
     for window in args.windows:
-        ceilings = {"platform": 0.0, "plain Spark": 0.0}
-        behind = {"platform": False, "plain Spark": False}
-        rate = args.rates[0]
-        while not all(behind.values()) and rate <= 2_000_000:
-            print(f"\n== {window} windows, {rate:,} events/s offered, {keys:,} keys", flush=True)
-            for engine in ceilings:
-                if behind[engine]:
-                    continue
-                for attempt in ("", "again"):  # one noisy run does not stop an engine
-                    runs_root = root / attempt if attempt else root
-                    run = run_platform(spark, runs_root, args, window, rate, keys) \
-                        if engine == "platform" \
-                        else run_plain(spark, runs_root, args, window, rate, keys)
-                    print(f"{attempt + ': ' if attempt else ''}{run.line()}", flush=True)
-                    ceilings[engine] = max(ceilings[engine], run.steady_rate)
-                    behind[engine] = not run.kept_up(rate)
-                    if not behind[engine]:
-                        break
-            rate *= 2
-        ratio = ceilings["platform"] / ceilings["plain Spark"] if ceilings["plain Spark"] \
+        searches = {engine: CeilingSearch(args.rates[0], args.refine)
+                    for engine in ("platform", "plain Spark")}
+        while True:
+            offers = {engine: search.next_rate() for engine, search in searches.items()}
+            offers = {engine: rate for engine, rate in offers.items() if rate is not None}
+            if not offers:
+                break
+            for rate in sorted(set(offers.values())):
+                print(f"\n== {window} windows, {rate:,} events/s offered, {keys:,} keys",
+                      flush=True)
+                for engine in [e for e, r in offers.items() if r == rate]:
+                    kept_up, processed = _attempts(spark, root, args, engine, window, rate, keys)
+                    searches[engine].record(rate, kept_up, processed)
+        platform, plain = searches["platform"], searches["plain Spark"]
+        ratio = platform.ceiling / plain.ceiling if plain.ceiling else float("nan")
+        print(f"ceiling ({window}): platform {platform.ceiling:,} events/s, plain Spark "
+              f"{plain.ceiling:,} events/s, ratio {ratio:.2f}", flush=True)
+        print(f"  where: platform {platform.bounds()}; plain Spark {plain.bounds()}",
+              flush=True)
+        drained = platform.most_processed / plain.most_processed if plain.most_processed \
             else float("nan")
-        print(f"ceiling ({window}): platform {ceilings['platform']:,.0f} events/s, plain Spark "
-              f"{ceilings['plain Spark']:,.0f} events/s, ratio {ratio:.2f}", flush=True)
+        print(f"  most processed in a run: platform {platform.most_processed:,.0f} events/s, "
+              f"plain Spark {plain.most_processed:,.0f} events/s, ratio {drained:.2f}",
+              flush=True)
+
+
+def _attempts(spark, root: Path, args, engine: str, window: str, rate: int, keys: int
+              ) -> tuple[bool, float]:
+    """One run of ``engine`` at ``rate``, and a second one if it fell behind: whether either
+    kept up, and the most either processed. Each run's files go once it is measured (a
+    minute at 1,280,000 events/s lands about 6 GB)."""
+    processed = 0.0
+    for attempt in ("", "again"):
+        runs_root = root / f"{engine.replace(' ', '-')}-{rate}-{attempt or 'first'}"
+        try:
+            run = run_platform(spark, runs_root, args, window, rate, keys) \
+                if engine == "platform" \
+                else run_plain(spark, runs_root, args, window, rate, keys)
+        finally:
+            shutil.rmtree(runs_root, ignore_errors=True)
+        print(f"{attempt + ': ' if attempt else ''}{run.line()}", flush=True)
+        processed = max(processed, run.steady_rate)
+        if run.kept_up(rate):
+            return True, processed
+    return False, processed
 
 
 def kafka_main(spark, root: Path, args) -> None:
@@ -631,14 +657,20 @@ def main() -> None:
                              "broker for both engines (benchmarks/live_kafka.py)")
     parser.add_argument("--find-max", action="store_true",
                         help="for each window, double the offered rate (from the first of "
-                             "--rates) until each engine falls behind twice at one rate; "
-                             "print both ceilings")
+                             "--rates) until each engine falls behind twice at one rate, then "
+                             "halve the gap --refine times; print the highest rate each kept "
+                             "up with (its ceiling) and the most each processed")
+    parser.add_argument("--refine", type=int, default=2,
+                        help="--find-max: how many times to halve the gap between the last "
+                             "rate an engine kept up with and the first it fell behind at")
     parser.add_argument("--verbose", action="store_true", help="print the platform's progress")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 keys at 10,000 events/s, tumbling windows, 75 s each")
     args = parser.parse_args()
     if args.warm_up < 0:
         parser.error(f"--warm-up: {args.warm_up:g} seconds; give 0 (none) or more")
+    if args.refine < 0:
+        parser.error(f"--refine: {args.refine}; give 0 (doubling alone) or more")
     if args.quick:
         args.rates, args.keys, args.windows = [10_000], [10_000], ["tumbling"]
         args.seconds = min(args.seconds, 75)

@@ -566,7 +566,7 @@ def _attempts(spark, root: Path, args, engine: str, window: str, rate: int, keys
               ) -> tuple[bool, float]:
     """One run of ``engine`` at ``rate``, and a second one if it fell behind: whether either
     kept up, and the most either processed. Each run's files go once it is measured (a
-    minute at 1,280,000 events/s lands about 6 GB)."""
+    45-s run at 1,280,000 events/s lands about 5 GB)."""
     processed = 0.0
     for attempt in ("", "again"):
         runs_root = root / f"{engine.replace(' ', '-')}-{rate}-{attempt or 'first'}"

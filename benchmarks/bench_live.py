@@ -503,6 +503,10 @@ def run_plain(spark, root: Path, args, window: str, rate: int, keys: int) -> Run
     return run
 
 
+ENGINES = {"platform": run_platform, "plain Spark": run_plain}
+"""The two engines, warmed and compared, by the name its lines print."""
+
+
 def warm_jvm(spark, root: Path, args, window: str, rate: int, keys: int) -> None:
     """Each engine once, not counted, before the measured runs (``--warm-up`` seconds at the
     first configuration). Both engines share one JVM, and the first run in it paid for the
@@ -517,7 +521,7 @@ def warm_jvm(spark, root: Path, args, window: str, rate: int, keys: int) -> None
         return
     warm = argparse.Namespace(**{**vars(args), "seconds": args.warm_up,
                                  "drain": min(args.drain, 5.0), "verbose": False})
-    for engine in (run_platform, run_plain):
+    for engine in ENGINES.values():
         run = engine(spark, root / "warm-up", warm, window, rate, keys)
         print(f"warm-up, not counted: {run.line()}", flush=True)
     shutil.rmtree(root / "warm-up", ignore_errors=True)  # millions of lines at high rates
@@ -536,8 +540,7 @@ def find_max(spark, root: Path, args) -> None:
     keys = args.keys[0]
     warm_jvm(spark, root, args, args.windows[0], args.rates[0], keys)
     for window in args.windows:
-        searches = {engine: CeilingSearch(args.rates[0], args.refine)
-                    for engine in ("platform", "plain Spark")}
+        searches = {engine: CeilingSearch(args.rates[0], args.refine) for engine in ENGINES}
         while True:
             offers = {engine: search.next_rate() for engine, search in searches.items()}
             offers = {engine: rate for engine, rate in offers.items() if rate is not None}
@@ -571,9 +574,7 @@ def _attempts(spark, root: Path, args, engine: str, window: str, rate: int, keys
     for attempt in ("", "again"):
         runs_root = root / f"{engine.replace(' ', '-')}-{rate}-{attempt or 'first'}"
         try:
-            run = run_platform(spark, runs_root, args, window, rate, keys) \
-                if engine == "platform" \
-                else run_plain(spark, runs_root, args, window, rate, keys)
+            run = ENGINES[engine](spark, runs_root, args, window, rate, keys)
         finally:
             shutil.rmtree(runs_root, ignore_errors=True)
         print(f"{attempt + ': ' if attempt else ''}{run.line()}", flush=True)

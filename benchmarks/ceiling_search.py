@@ -7,8 +7,8 @@ fell behind at 1,280,000, so doubling alone cannot say whether the platform keep
 wherever plain Spark does. The search then halves that gap ``refine`` times, each time at
 the middle rate, as a bisection does. What an engine processed while behind is kept beside
 it (``most_processed``): it says how fast a backlog drains, and it varies far more between
-runs than the rate an engine keeps up with (plain Spark's, from 575,000 to 1.05 million
-events/s, as its micro-batches grow to millions of records).
+runs than the rate an engine keeps up with (plain Spark's, from 464,000 to 1.05 million
+events/s at 1,280,000 offered, as its micro-batches grow to millions of records).
 """
 
 from __future__ import annotations

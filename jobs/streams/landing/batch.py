@@ -23,9 +23,10 @@ import pyarrow.compute as pc
 
 from jobs.streams.landing.fast_parse import FastParser, ParsedLines
 from jobs.streams.landing.folder import LandingFolder, read_range
-from jobs.streams.landing.lines import Lines, text_column
+from jobs.streams.landing.lines import Lines
 from jobs.streams.landing.log import CHANGED, DUPLICATE, FilePart, Plan
 from jobs.streams.landing.parsing import ParsedEvent, Rejection, check_event_time_bounds
+from jobs.streams.landing.text_views import TextViews
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK, parse_timestamp_ms
 from operators.watermarks import ArrivalWatermarks, CodedPartitions, watermark_column
@@ -497,7 +498,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
     keys = _one_array([read.parsed.key_column() for read in reads])
     values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
         else pa.array([], pa.decimal128(38, 9))
-    texts = _one_array([text_column(read.texts) for read in reads])
+    texts = TextViews.of([read.texts for read in reads])
     if any(read.stamps is not None for read in reads):  # a Kafka batch's record timestamps
         stamps = [st for read in reads for st in (read.stamps or [None] * len(read))]
         good_stamps = [stamps[i] for i in good.tolist()]
@@ -511,7 +512,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         "source_file": pa.array(names, pa.string()).take(pa.array(codes[good])),
         "line_number": numbers[good], "key": keys.take(good_at),
         "event_time_ms": events[good], "ingest_time_ms": clocks[good], "watermark_ms": marks,
-        "value": values.take(good_at), "payload": texts.take(good_at),
+        "value": values.take(good_at), "payload": texts.take(good),
         "stamp_ms": good_stamps,
     }
     dropped = bad.tolist()
@@ -523,7 +524,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         "ingest_time_ms": clocks[bad], "reason": [r.reason for r in rejections],
         "detail": [r.detail for r in rejections],
         "event_time_ms": [r.event_time_ms for r in rejections],
-        "raw_line": [text[:RAW_LINE_LIMIT] for text in texts.take(pa.array(bad)).to_pylist()],
+        "raw_line": [text[:RAW_LINE_LIMIT] for text in texts.take(bad).to_pylist()],
         "stamp_ms": bad_stamps,
     }
     state = {"watermarks": snapshot, "last_ingest_ms": last_ingest}

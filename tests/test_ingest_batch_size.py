@@ -21,6 +21,7 @@ from jobs.live.increment import run_increment
 from jobs.settings import PlatformSettings
 from jobs.storage import Files
 from jobs.streams import ingest
+from jobs.streams.landing import Ingestor
 from jobs.streams.landing.log import IngestLog
 from operators.watermarks import assign_watermarks
 from tests.output_tables import output_tables
@@ -221,6 +222,60 @@ def test_a_catch_up_takes_only_the_files_that_landed_before_it_started(tmp_path)
     later = stream.landing_dir / "producer-1/later.jsonl"
     os.utime(later, (time.time() - 1, time.time() - 1))  # as it was before the next ingest
     assert ingest(None, stream, progress=lambda _: None).records == 5
+
+
+def test_a_batch_parsed_ahead_is_planned_only_once_the_one_before_it_committed(tmp_path):
+    """Under a backlog the next batch is parsed while one is appended (read_ahead.py), but
+    it enters the ingest log only after that one commits: a crash in between leaves no plan
+    behind, and the next ingest takes the rest, giving every row an ingest that never read
+    ahead gives (a new process a batch)."""
+    def landed(root: Path):
+        stream = PlatformSettings.from_env(_home(root, max_bytes_per_batch="1KB")) \
+            .platform.streams["events"]
+        for file in range(4):
+            _land(stream, f"producer-{file % 2}/f-{file}.jsonl", _lines(file % 2, file, 12),
+                  600 - file * 10)
+        return stream
+
+    def planned_at() -> int:
+        return START + 3_600_000
+
+    (tmp_path / "crashed").mkdir()
+    (tmp_path / "reference").mkdir()
+    crashed, reference = landed(tmp_path / "crashed"), landed(tmp_path / "reference")
+    first = Ingestor(None, crashed, progress=lambda _: None, clock_ms=planned_at)
+    assert first.run_once().batch_id == 0 and first.capped  # batch 1 parsed meanwhile
+    log = IngestLog(Files(None), crashed.folder)
+    assert log.batch_ids(log.plans_folder) == log.batch_ids(log.commits_folder) == [0]
+    del first  # killed here: the batch parsed ahead is gone with the process
+
+    after = Ingestor(None, crashed, progress=lambda _: None, clock_ms=planned_at)
+    assert after.run_until_caught_up().batch_ids == (1, 3)
+    while Ingestor(None, reference, progress=lambda _: None,
+                   clock_ms=planned_at).run_once().batch_id is not None:
+        pass
+
+    assert _log(crashed) == _log(reference) and len(_log(crashed)) == 48
+
+
+def test_a_batch_parsed_ahead_gives_way_to_a_batch_another_ingest_planned_meanwhile(tmp_path):
+    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
+        .platform.streams["events"]
+    for file in range(3):
+        _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 600 - file * 10)
+    first = Ingestor(None, stream, progress=lambda _: None)
+    assert first.run_once().batch_id == 0  # f-1 parsed ahead
+
+    assert Ingestor(None, stream, progress=lambda _: None).run_once().batch_id == 1  # f-1
+
+    again = first.run_once()  # what it parsed ahead is taken: it plans anew
+    assert (again.batch_id, again.files) == (2, 1)
+    log = IngestLog(Files(None), stream.folder)
+    assert [[part.name for part in log.plan(batch).files]
+            for batch in log.batch_ids(log.commits_folder)] == \
+        [[f"producer-0/f-{file}.jsonl"] for file in range(3)]
+    assert sorted((row["source_file"], row["line_number"]) for row in _log(stream)) == \
+        sorted((f"producer-0/f-{file}.jsonl", n) for file in range(3) for n in range(1, 13))
 
 
 @pytest.mark.spark

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
@@ -46,6 +47,7 @@ from jobs.streams.landing.batch import (
     INVALID_UTF8,
     BatchRows,
     IngestRules,
+    PartRead,
     arrival_rows,
 )
 from jobs.streams.landing.folder import (
@@ -66,6 +68,7 @@ from jobs.streams.landing.log import (
     IngestLog,
     Plan,
 )
+from jobs.streams.landing.read_ahead import ReadAhead
 from operators.time import MIN_WATERMARK
 
 __all__ = ["BAD_INGEST_STAMP", "DUPLICATE_FILE", "FILE_CHANGED", "INVALID_UTF8",
@@ -170,6 +173,8 @@ class Ingestor:
         self.commits: dict[int, Commit] = {}
         self.capped = False
         """Whether the last planned batch left landing bytes for the next one."""
+        self.read_ahead = ReadAhead()
+        """The next batch, parsed while this one is appended (read_ahead.py)."""
         self.landed_before_ns: int | None = None
         """During a catch-up (:meth:`run_until_caught_up`): the files modified after it started
         wait for the next ingest, so that a folder that keeps filling does not keep it going."""
@@ -338,6 +343,17 @@ class Ingestor:
         if pending is not None:
             self.capped = True  # files may have landed after it: plan again once it is done
             return pending, 0, True
+        parts, deferred = self._choose()
+        if not parts:
+            return None, deferred, False
+        batch_id, first_seq, state = self._next_position()
+        plan = Plan(batch_id, tuple(parts), first_seq, self.clock_ms(), state)
+        self._record(plan)
+        return plan, deferred, False
+
+    def _choose(self) -> tuple[list[FilePart], int]:
+        """The file parts of the next batch (none when nothing new landed) and how many files
+        wait to settle; ``capped`` says whether it leaves landing bytes for the batch after."""
         try:
             landed, deferred = list_landing(self.landing, self.settings.landing_settle_ms)
         except OSError as error:
@@ -361,20 +377,62 @@ class Ingestor:
                 else:
                     hashes[part.sha256] = part.name
             parts.append(part)
-        if not parts:
-            if self.capped:  # the files taken brought nothing (touched, or gone): the next
-                return self._plan()
-            return None, deferred, False
-        batch_id, first_seq, state = self._next_position()
-        plan = Plan(batch_id, tuple(parts), first_seq, self.clock_ms(), state)
+        if not parts and self.capped:  # the files taken brought nothing (touched, or gone):
+            return self._choose()  # the next ones
+        return parts, deferred
+
+    def _record(self, plan: Plan) -> None:
+        """``plan`` written to the ingest log (exclusively) and remembered."""
         try:
             self.log.create_plan(plan)
         except FileExistsError:
             raise ConcurrentIngestError(
-                f"another ingest planned batch {batch_id} at the same time; it will ingest its "
-                "files, and the rest are picked up by the next ingest") from None
+                f"another ingest planned batch {plan.batch_id} at the same time; it will ingest "
+                "its files, and the rest are picked up by the next ingest") from None
         self._remember(plan)
-        return plan, deferred, False
+
+    def _parse_ahead(self, plan: Plan, rows: BatchRows) -> None:
+        """When ``plan`` left landing bytes for the next batch, choose that batch and parse it
+        in the background while ``plan``'s rows are appended (read_ahead.py); it is written
+        to the log only after ``plan`` commits."""
+        if not self.capped:
+            return
+        parts, deferred = self._choose()
+        if not parts:
+            return
+        size = sum(part.size - part.offset for part in parts)
+        if self._on_spark(size):  # the executors read it, planned as ever
+            self.capped = True
+            return
+        ahead = Plan(plan.batch_id + 1, tuple(parts), plan.first_seq + rows.records,
+                     self.clock_ms(), rows.end_state)
+        self.read_ahead.start(ahead, deferred, self.capped,
+                              lambda chosen: self._read(chosen, size))
+        self.capped = True  # the next batch is ready
+
+    def _planned_ahead(self) -> tuple[Plan, int, Future[list[PartRead]]] | None:
+        """The batch parsed ahead, now written to the log, with its files left waiting and its
+        parse; ``None`` (and the parse forgotten) when there is none, or when another
+        process planned or committed meanwhile: the batch is then planned again."""
+        ahead = self.read_ahead.take()
+        if ahead is None:
+            return None
+        self._refresh()
+        last_commit = max(self.commits, default=None)
+        if self._pending() is not None or max(self.plans, default=-1) >= ahead.plan.batch_id \
+                or (last_commit is not None and last_commit != ahead.plan.batch_id - 1):
+            ahead.reads.cancel()
+            return None
+        self._record(ahead.plan)
+        self.capped = ahead.capped
+        return ahead.plan, ahead.deferred, ahead.reads
+
+    def _read(self, plan: Plan, size: int) -> list[PartRead]:
+        """The plan's parts parsed (by worker processes or threads when it is large)."""
+        with cycle_collector_paused():
+            return part_pool.read_parts(
+                self.landing, plan, self.rules, self._processes(size), self.progress,
+                threads=part_pool.in_threads(self.settings.ingest_parse_workers, self.rules))
 
     # -- running a batch -------------------------------------------------------------------------
 
@@ -382,7 +440,12 @@ class Ingestor:
         """One batch of the landing bytes not yet in the arrival log (at most
         ``max_bytes_per_batch`` of them), or the batch a crash left planned."""
         started = time.monotonic()
-        plan, deferred, resumed = self._plan()
+        ahead = self._planned_ahead()
+        if ahead is not None:
+            plan, deferred, parsed = ahead
+            resumed = False
+        else:
+            (plan, deferred, resumed), parsed = self._plan(), None
         if plan is None:
             report = IngestReport(batch_id=None, deferred=deferred, stream=self.stream.name)
             self.progress(report.summary())
@@ -392,29 +455,35 @@ class Ingestor:
                           "not committed (a crash); running it again")
         parse_started = time.monotonic()
         size = sum(part.size - part.offset for part in plan.files)
-        on_executors = self._on_spark(size)
+        on_executors = parsed is None and self._on_spark(size)
         with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
                                       f"{len(plan.files)} files"):
             if on_executors:
                 commit, phases = self._run_on_spark(plan)
-                append_started = parse_started
             else:
+                reads = parsed.result() if parsed is not None else self._read(plan, size)
+                order_started = time.monotonic()
                 with cycle_collector_paused():
-                    reads = part_pool.read_parts(
-                        self.landing, plan, self.rules, self._processes(size), self.progress,
-                        threads=part_pool.in_threads(self.settings.ingest_parse_workers,
-                                                     self.rules))
-                    order_started = time.monotonic()
                     rows = arrival_rows(reads, plan.start_state, self.rules)
+                del reads
                 append_started = time.monotonic()
-                self._append(plan, rows)
+                self._parse_ahead(plan, rows)
+                try:
+                    self._append(plan, rows)
+                except BaseException:
+                    self.read_ahead.drop()  # chosen after a batch that did not commit
+                    raise
                 commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
                                 rows.reasons, rows.watermark_ms)
                 phases = {"parse": order_started - parse_started,
                           "order": append_started - order_started,
                           "append": time.monotonic() - append_started}
         self.timings = {"plan": parse_started - started, **phases}
-        self.log.write_commit(commit)
+        try:
+            self.log.write_commit(commit)
+        except BaseException:
+            self.read_ahead.drop()
+            raise
         self.commits[plan.batch_id] = commit
         kinds = [p.kind for p in plan.files]
         report = IngestReport(plan.batch_id, len(plan.files), commit.records,

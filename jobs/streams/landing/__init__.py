@@ -8,7 +8,8 @@ Crash safety: a batch is first *planned* in the ingest log (``log.py`` here: its
 exclusive, so two ingests never plan the same batch); its appends carry Delta transaction ids
 (``txnVersion`` = batch id); only then is it *committed* in the log. A crash anywhere re-runs
 exactly the planned batch, and an append that had already landed is skipped by Delta, so
-nothing is lost or doubled.
+nothing is lost or doubled. Under a backlog the next batch is parsed while one is appended
+(``read_ahead.py``), and planned only once that one has committed.
 
 Landing files are immutable, and ingest enforces it rather than trusting it: a known file that
 grew with its earlier content unchanged has its new lines ingested (the numbering goes on); a

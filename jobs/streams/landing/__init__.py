@@ -457,33 +457,29 @@ class Ingestor:
         parse_started = time.monotonic()
         size = sum(part.size - part.offset for part in plan.files)
         on_executors = parsed is None and self._on_spark(size)
-        with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
-                                      f"{len(plan.files)} files"):
-            if on_executors:
-                commit, phases = self._run_on_spark(plan)
-            else:
-                reads = parsed.result() if parsed is not None else self._read(plan, size)
-                order_started = time.monotonic()
-                with cycle_collector_paused():
-                    rows = arrival_rows(reads, plan.start_state, self.rules)
-                del reads
-                append_started = time.monotonic()
-                self._parse_ahead(plan, rows)
-                try:
-                    self._append(plan, rows)
-                except BaseException:
-                    self.read_ahead.drop()  # chosen after a batch that did not commit
-                    raise
-                commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
-                                rows.reasons, rows.watermark_ms)
-                phases = {"parse": order_started - parse_started,
-                          "order": append_started - order_started,
-                          "append": time.monotonic() - append_started}
-        self.timings = {"plan": parse_started - started, **phases}
         try:
+            with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
+                                          f"{len(plan.files)} files"):
+                if on_executors:
+                    commit, phases = self._run_on_spark(plan)
+                else:
+                    reads = parsed.result() if parsed is not None else self._read(plan, size)
+                    order_started = time.monotonic()
+                    with cycle_collector_paused():
+                        rows = arrival_rows(reads, plan.start_state, self.rules)
+                    del reads
+                    append_started = time.monotonic()
+                    self._parse_ahead(plan, rows)
+                    self._append(plan, rows)
+                    commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
+                                    rows.reasons, rows.watermark_ms)
+                    phases = {"parse": order_started - parse_started,
+                              "order": append_started - order_started,
+                              "append": time.monotonic() - append_started}
+            self.timings = {"plan": parse_started - started, **phases}
             self.log.write_commit(commit)
         except BaseException:
-            self.read_ahead.drop()
+            self.read_ahead.drop()  # chosen after a batch that did not commit
             raise
         self.commits[plan.batch_id] = commit
         kinds = [p.kind for p in plan.files]

@@ -5,6 +5,7 @@ record exactly once, in the pack of its bucket, as Spark's Delta source and
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pandas as pd
@@ -16,11 +17,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
 from jobs import fast_writes
+from jobs.errors import SettingsError
 from jobs.live.cohorts import CohortRecord
 from jobs.live.log_source import OFFSET, ArrivalLogReader, bucket_of_keys, byte_count
-from jobs.live.stream import DEFAULT_MAX_BYTES_PER_TRIGGER, trigger_limits
+from jobs.live.stream import trigger_limits
 from jobs.runtime.buckets import BUCKET_COLUMN, bucket_column
 from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, pack_by_bucket, unpack
+from jobs.settings import PlatformSettings
+from jobs.streams import Stream
 from jobs.streams.landing import ARRIVAL_SCHEMA
 
 COLUMNS = ["key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value"]
@@ -75,6 +79,28 @@ def _records(packs: pd.DataFrame) -> pd.DataFrame:
     found = pd.concat(frames, ignore_index=True)
     found["value"] = found["value"].astype(str)
     return found.sort_values("arrival_seq").reset_index(drop=True)
+
+
+WATERMARK = {"strategy": "bounded_out_of_orderness", "max_out_of_orderness": "5s"}
+
+
+def _stream(tmp_path, spec: dict) -> Stream:
+    streams = tmp_path / "streams"
+    streams.mkdir(parents=True)
+    (streams / "events.yaml").write_text(json.dumps({"watermark": WATERMARK, **spec}))
+    return PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home"),
+                                      "PLATFORM_STREAMS": str(streams)}).platform.streams["events"]
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ({"max_bytes_per_micro_batch": 0}, "max_bytes_per_micro_batch: Input should be greater than 0"),
+    ({"max_bytes_per_micro_batch": "lots"},
+     "max_bytes_per_micro_batch: could not parse value and unit"),
+])
+def test_a_bad_micro_batch_limit_is_refused_naming_the_setting_and_the_file(tmp_path, spec, said):
+    with pytest.raises(SettingsError) as refused:
+        _stream(tmp_path, spec)
+    assert "events.yaml" in str(refused.value) and said in str(refused.value)
 
 
 def _reader(location: str, buckets: int, **options: str) -> ArrivalLogReader:
@@ -147,15 +173,18 @@ def test_a_live_micro_batch_takes_a_bounded_share_of_a_backlog_unless_told_other
     """A stream behind took its backlog in micro-batches of up to 1,000 files, or 20 for a
     version catching up, each file an ingest batch of up to 64 MiB of lines: a session
     pipeline's output of a row per record then overflowed the JVM's heap, on every restart
-    alike. A micro-batch now also takes at most 64 MiB of the log's files unless a byte limit
-    is given (at least one file), whichever limit is reached first."""
-    assert trigger_limits(None, None) == (None, DEFAULT_MAX_BYTES_PER_TRIGGER)
-    assert byte_count(DEFAULT_MAX_BYTES_PER_TRIGGER) == 64 * 2**20
-    assert trigger_limits(3, None) == (3, DEFAULT_MAX_BYTES_PER_TRIGGER)
-    assert trigger_limits(None, "1g") == (None, "1g")
+    alike. A micro-batch now also takes at most the stream's ``max_bytes_per_micro_batch`` of
+    the log's files (64 MiB unless its file says otherwise) unless a byte limit is given (at
+    least one file), whichever limit is reached first."""
+    stream = _stream(tmp_path / "default", {})
+    assert trigger_limits(stream, None, None) == (None, 64 * 2**20)
+    assert trigger_limits(stream, 3, None) == (3, 64 * 2**20)
+    assert trigger_limits(stream, None, "1g") == (None, "1g")
+    assert trigger_limits(_stream(tmp_path / "set", {"max_bytes_per_micro_batch": "1GiB"}),
+                          None, None) == (None, 2**30)
     location = str(tmp_path / "arrival_log")
     _log(location, [10, 10, 10, 10], seed=3)
-    _, limit = trigger_limits(None, None)
+    _, limit = trigger_limits(stream, None, None)
     reader = _reader(location, 4, max_bytes_per_trigger=str(byte_count(limit)))
     assert reader.getDefaultReadLimit() == ReadMaxBytes(64 * 2**20)
     assert reader.latestOffset({OFFSET: 0}, reader.getDefaultReadLimit()) == {OFFSET: 40}

@@ -34,6 +34,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs import rollout, versions
 from jobs.delta_io import table_exists
 from jobs.live import cohorts
+from jobs.live.backpressure import IngestBackpressure, TriggerLimit
 from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
 from jobs.live.log_source import byte_count, packed_arrivals
@@ -56,15 +57,6 @@ from operators.pipeline import PipelineSpec
 from operators.process_pipeline import user_error_in
 
 DEFAULT_BUCKETS = 16
-DEFAULT_MAX_BYTES_PER_TRIGGER = "64m"
-"""The most of the arrival log's files a live micro-batch takes (at least one file) when no
-byte limit is given, beside any file limit: about 2 million records of the benchmark's, a few
-seconds of the stream at its ceiling. A file limit alone bounds nothing, since each file is an
-ingest batch of up to 64 MiB of landing lines: a version catching up (20 files a trigger,
-``rollout_max_files_per_trigger``) took 3-5 million records a micro-batch, and a session
-pipeline's, which emits a row per record, once held more than 1 GiB of output in one Arrow
-buffer: the JVM ran out of heap in the sink's collect, and the same offsets would have failed
-again on every restart (benchmarks/RESULTS.md)."""
 STREAM_SETTINGS = {
     # adaptive query execution re-plans every small micro-batch job and Delta MERGE: measured
     # 2.3 s against 1.7 s per results MERGE on 2 cores (benchmarks/RESULTS.md)
@@ -245,11 +237,12 @@ def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                         on_flush=on_flush, on_batch=on_batch)
 
 
-def trigger_limits(max_files_per_trigger: int | None, max_bytes_per_trigger: str | int | None
-                   ) -> tuple[int | None, str | int | None]:
-    """How much of the log a micro-batch takes: the limits given, and
-    :data:`DEFAULT_MAX_BYTES_PER_TRIGGER` when no byte limit is (whichever is reached first)."""
-    return max_files_per_trigger, max_bytes_per_trigger or DEFAULT_MAX_BYTES_PER_TRIGGER
+def trigger_limits(stream: Stream, max_files_per_trigger: int | None,
+                   max_bytes_per_trigger: str | int | None) -> tuple[int | None, str | int]:
+    """How much of the log a micro-batch takes: the limits given, and the stream's
+    ``max_bytes_per_micro_batch`` when no byte limit is (whichever is reached first)."""
+    return (max_files_per_trigger,
+            max_bytes_per_trigger or int(stream.spec.max_bytes_per_micro_batch))
 
 
 def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
@@ -273,8 +266,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
                            source="delta" if packable is None else "arrival_positions")
     for pipeline in pipelines:
         versions.record(pipeline)
-    max_files_per_trigger, max_bytes_per_trigger = trigger_limits(max_files_per_trigger,
-                                                                  max_bytes_per_trigger)
+    max_files_per_trigger, max_bytes_per_trigger = trigger_limits(
+        stream, max_files_per_trigger, max_bytes_per_trigger)
     if record.source == "arrival_positions":
         if packable is None:  # a cohort's versions only ever leave it: it cannot happen
             raise SettingsError(f"--checkpoint ({run.checkpoint}): its query reads the log by "
@@ -487,6 +480,8 @@ class _Running:
     run: CohortRun
     query: StreamingQuery
     sink: StreamSink
+    limit: TriggerLimit
+    """How much of the log one of its micro-batches reads."""
 
 
 def _through_seq(sink: StreamSink) -> int | None:
@@ -561,7 +556,8 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                                    metrics_interval_s=metrics_interval_s, buckets=buckets,
                                    on_flush=on_flush, on_batch=on_batch)
         sink.arrival_end = lambda: arrival_end[0]
-        running.append(_Running(run, query, sink))
+        running.append(_Running(run, query, sink,
+                                TriggerLimit.of(*trigger_limits(stream, throttle, None))))
         for pipeline in pending:
             catching_up[pipeline.name] = rollout.CatchUp(
                 pipeline, lambda s=sink: _through_seq(s))
@@ -575,6 +571,9 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
     watcher = _RegistryWatcher(stream, selected, registry_poll_s, progress) \
         if checkpoint is None else None
     last_said = time.monotonic()
+    backpressure = IngestBackpressure(stream.arrival_log)
+    behind = False
+    held_said = time.monotonic() - 10
     try:
         while not stop.is_set():
             failed = next((r for r in running if not r.query.isActive), None)
@@ -584,7 +583,14 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            behind = ingest_once()  # an idle ingest says so every 10 s (ingest_progress)
+            held = behind and backpressure.holds((_through_seq(r.sink), r.limit)
+                                                 for r in running)
+            if not held:
+                behind = ingest_once()  # an idle ingest says so every 10 s (ingest_progress)
+            elif time.monotonic() - held_said >= 10:
+                progress(f"live {stream.name}: ingest waits: every query has its next "
+                         "micro-batch waiting in the arrival log")
+                held_said = time.monotonic()
             for name, catch_up in list(catching_up.items()):
                 if catch_up.check(arrival_end[0]):
                     done = rollout.switch_if_pending(catch_up.pipeline,
@@ -607,7 +613,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
             if watcher is not None:
                 for run in watcher.new_runs(running, buckets):
                     start(run)
-            if not behind:
+            if held or not behind:
                 stop.wait(poll_s)
         for each in running:
             _raise_failure(each.query)

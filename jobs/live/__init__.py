@@ -5,7 +5,8 @@ query), :func:`run_stream` (the long-running job: ingest and stream in one proce
 :func:`run_rollout` (a changed pipeline's new version, then the switch). Modules: ``stream``
 (the queries), ``cohorts`` (which queries a stream runs), ``standard`` and ``keyed`` (the
 engines per bucket of keys), ``sink``
-(the Delta writes and the late-data metrics), ``increment`` (one ingest-then-update step, as
+(the Delta writes and the late-data metrics), ``backpressure`` (when the long-running job's
+ingest waits for its queries), ``increment`` (one ingest-then-update step, as
 Dagster's landing sensor runs it), ``pipes`` (the Dagster Pipes entry point).
 """
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jobs.live.log_source import MAX_FILES, byte_count
+from jobs.live.log_source import MAX_FILES, byte_count, files_within_bytes
 from jobs.runtime.log_files import LogFiles, LogFilesReader
 
 
@@ -40,8 +40,7 @@ class TriggerLimit:
     def files_taken(self, sizes: np.ndarray) -> int:
         """How many of the files of ``sizes``, first first, one micro-batch takes: up to the
         file limit and the byte limit, at least one (as the source, jobs/live/log_source.py)."""
-        sizes = sizes[:self.max_files or MAX_FILES]
-        return max(min(1, len(sizes)), int((np.cumsum(sizes) <= self.max_bytes).sum()))
+        return files_within_bytes(sizes[:self.max_files or MAX_FILES], self.max_bytes)
 
 
 def next_micro_batch_full(files: LogFiles, written_through: int | None,

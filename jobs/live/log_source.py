@@ -153,8 +153,13 @@ class ArrivalLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _within_bytes(files: LogFiles, pending: np.ndarray, max_bytes: int) -> np.ndarray:
     """The first of ``pending`` files that hold at most ``max_bytes`` together, at least one."""
-    within = np.cumsum(files.sizes[pending]) <= max_bytes
-    return pending[:max(1, int(within.sum()))]
+    return pending[:files_within_bytes(files.sizes[pending], max_bytes)]
+
+
+def files_within_bytes(sizes: np.ndarray, max_bytes: int) -> int:
+    """How many of the files of ``sizes``, first first, hold at most ``max_bytes`` together:
+    at least one, if there is one."""
+    return max(min(1, len(sizes)), int((np.cumsum(sizes) <= max_bytes).sum()))
 
 
 def read_packed(location: str, paths: Sequence[str], start: int, end: int,

@@ -586,6 +586,9 @@ class StreamSink:
     """One per micro-batch written: its id, records, arrival range, per pipeline its panes
     and late rows, and its time (``seconds``; ``spark_seconds`` of it until Spark handed the
     output to the driver, the rest unpacking and writing the tables)."""
+    written_through: int | None = None
+    """The last arrival position a micro-batch of this process has written (``None``: none
+    yet)."""
     arrival_end: Callable[[], int] | None = None
     """The next arrival position ingest will give (the long-running job's ingest knows it):
     the progress line says how far the stream is behind the arrival log."""
@@ -627,6 +630,8 @@ class StreamSink:
                  "pipelines": {name: {k: s[k] for k in ("panes", "late_records")}
                                for name, s in written.items()}}
         self.batches.append(batch)
+        if batch["last_arrival_seq"] is not None:  # positions only grow, batch after batch
+            self.written_through = batch["last_arrival_seq"]
         if self.on_batch is not None:
             self.on_batch(batch)
         behind = ""

@@ -484,12 +484,6 @@ class _Running:
     """How much of the log one of its micro-batches reads."""
 
 
-def _through_seq(sink: StreamSink) -> int | None:
-    """The last arrival position a cohort's query has written."""
-    seqs = [b["last_arrival_seq"] for b in sink.batches if b.get("last_arrival_seq") is not None]
-    return max(seqs) if seqs else None
-
-
 def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None,
                 trigger: str, poll_s: float, duration_s: float, max_batches: int,
                 metrics_interval_s: float, checkpoint: str | None, stop: threading.Event,
@@ -560,7 +554,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                                 TriggerLimit.of(*trigger_limits(stream, throttle, None))))
         for pipeline in pending:
             catching_up[pipeline.name] = rollout.CatchUp(
-                pipeline, lambda s=sink: _through_seq(s))
+                pipeline, lambda s=sink: s.written_through)
             progress(f"{pipeline.name}: version {pipeline.version} is computed from the "
                      f"arrival log beside the serving one (cohort {run.checkpoint}); readers "
                      "switch to it once it has caught up")
@@ -583,7 +577,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            held = behind and backpressure.holds((_through_seq(r.sink), r.limit)
+            held = behind and backpressure.holds((r.sink.written_through, r.limit)
                                                  for r in running)
             if not held:
                 behind = ingest_once()  # an idle ingest says so every 10 s (ingest_progress)

@@ -9,6 +9,7 @@ type, text after the object, nesting, long numbers and lines past the scanned le
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -96,7 +97,8 @@ def test_the_scanner_is_built():
     assert scan is not None
     assert scan.status.tolist() == [native_scan.INT_TIME, native_scan.NOT_SCANNED]
     assert scan.keys.to_pylist() == ["k", ""] and scan.times[0] == 5
-    assert scan.values.to_pylist() == ["1.25", ""]
+    assert scan.value_status.tolist() == [native_scan.VALUE_HELD, native_scan.VALUE_ABSENT]
+    assert scan.decimals.to_pylist() == [Decimal("1.25"), None]
     assert [type(v).__name__ for v in scan.extras["mark"][0]] == ["int", "Decimal"]
 
 

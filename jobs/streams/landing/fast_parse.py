@@ -196,7 +196,7 @@ class FastParser:
         text_at = np.flatnonzero(scan.status == native_scan_module.TEXT_TIME).tolist()
         if text_at:
             _read_text_times(text_at, scan.text_times.take(text_at).to_pylist(), events, plain)
-        values, exact = _text_values(scan.values)
+        values, exact = _scanned_values(scan)
         plain &= exact
         extras = scan.extras
         if plain.all():
@@ -433,6 +433,19 @@ def _text_values(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
             values = pc.replace_with_mask(values, pa.array(mask), pa.array(held, _DECIMAL))
     plain = pc.or_(absent, pc.is_valid(values)).to_numpy(zero_copy_only=False)
     return values, plain
+
+
+def _scanned_values(scan: native_scan_module.Scan) -> tuple[pa.Array, np.ndarray]:
+    """:func:`_text_values` of a scanned part: the decimals the scanner read, and the few
+    values it left as texts read here (a string, a number to round, a long one)."""
+    other = scan.value_status == native_scan_module.VALUE_OTHER
+    if not other.any():
+        return scan.decimals, np.ones(len(other), dtype=bool)
+    at = np.flatnonzero(other)
+    found, exact = _text_values(scan.values.take(at))
+    plain = ~other
+    plain[at] = exact
+    return pc.replace_with_mask(scan.decimals, pa.array(other), found), plain
 
 
 def _text_array(raw: list[msgspec.Raw]) -> pa.Array:

@@ -7,6 +7,12 @@ At Spark's ceiling most of ingest's cost was Python's, not JSON's: msgspec decod
 keys, event times and the value's and extra fields' JSON texts straight into buffers that
 become Arrow and numpy columns with no Python object per line.
 
+The scanner reads the usual line (a flat object of names and values written without escapes)
+in one pass of its own, and any other through serde_json; and where a value is a number
+``DECIMAL(38, 9)`` holds as written, it writes the decimal itself, so that only the other
+values' texts come back to be read here (on the benchmark's lines the parse of a part took
+about 450 ns a line before, 250 after: benchmarks/RESULTS.md, "Landing lines read flat").
+
 It never decides a rejection. A line is *scanned* only when it is a JSON object whose key
 is an ASCII string written without escapes, not blank and within the key length limit, whose
 event time is an integer within range or a text written without escapes, and which holds
@@ -43,11 +49,18 @@ on digits and nesting cannot be reached below it)."""
 INT_TIME, TEXT_TIME, NOT_SCANNED = 0, 1, 2
 """A line's status: a record with an integer event time, a record whose event time is a text
 (read in Python), a line for ``parse_line``."""
+VALUE_ABSENT, VALUE_HELD, VALUE_OTHER = 0, 1, 2
+"""A scanned record's value: none or ``null``; a number ``DECIMAL(38, 9)`` holds as written
+(the scanner gives the decimal); any other text (the fast parser reads it)."""
+ABI_VERSION = 2
+"""The arguments of ``landing_scan`` this module passes: a library built from older sources
+(``cargo build`` not run since) is not called, and ingest decodes with msgspec."""
 LIBRARY = Path(__file__).resolve().parents[3] / "native" / "landing_scan" / "target" / \
     "release" / ("liblanding_scan.dylib" if sys.platform == "darwin" else "liblanding_scan.so")
 """Where ``cargo build --release`` leaves the library (``./platform setup`` runs it)."""
 
 _P = ctypes.c_void_p
+_DECIMAL = pa.decimal128(38, 9)
 _SIZE = ctypes.c_size_t
 
 
@@ -63,8 +76,13 @@ class Scan:
     """The keys ("" where not scanned)."""
     text_times: pa.StringArray
     """The event times written as texts ("" elsewhere)."""
+    value_status: np.ndarray
+    """uint8: :data:`VALUE_ABSENT`, :data:`VALUE_HELD` or :data:`VALUE_OTHER` (absent where
+    not scanned)."""
+    decimals: pa.Decimal128Array
+    """The held values as ``DECIMAL(38, 9)`` (null elsewhere)."""
     values: pa.LargeStringArray
-    """The value's JSON text ("" where absent or not scanned)."""
+    """The other values' JSON texts ("" elsewhere)."""
     extras: dict[str, list]
     """The extra fields' values as msgspec decodes their texts (``None`` where absent or
     not scanned)."""
@@ -74,9 +92,16 @@ def _load() -> ctypes.CDLL | None:
     if not LIBRARY.exists():
         return None
     library = ctypes.CDLL(str(LIBRARY))
+    try:
+        library.landing_scan_abi.restype = ctypes.c_uint32
+        version = library.landing_scan_abi()
+    except AttributeError:  # built before versions were given
+        version = None
+    if version != ABI_VERSION:
+        return None
     library.landing_scan.restype = ctypes.c_int32
     library.landing_scan.argtypes = [_P, _SIZE, _P, _SIZE, _SIZE, _SIZE, _P, _SIZE, _SIZE,
-                                     _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]
+                                     _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P]
     return library
 
 
@@ -103,6 +128,8 @@ def scan(lines: Lines, max_line_bytes: int, max_key_chars: int,
     starts = np.ascontiguousarray(lines.starts, dtype=np.int64)
     status = np.empty(count, dtype=np.uint8)
     times = np.empty(count, dtype=np.int64)
+    value_status = np.empty(count, dtype=np.uint8)
+    value_units = np.empty(2 * count, dtype=np.int64)  # a little-endian 128-bit integer each
     columns = [(np.empty(max(size, 1), dtype=np.uint8), np.zeros(count + 1, dtype=np.int64))
                for _ in range(3)]  # keys, text times, values: bytes and ends
     arrays = [np.empty(size + 5 * count + 2, dtype=np.uint8) for _ in extras]
@@ -115,6 +142,7 @@ def scan(lines: Lines, max_line_bytes: int, max_key_chars: int,
         max_key_chars, names, len(names), len(extras), status.ctypes.data, times.ctypes.data,
         *[pointer for text, ends in columns for pointer in
           (text.ctypes.data, ends[1:].ctypes.data)],
+        value_status.ctypes.data, value_units.ctypes.data,
         array_pointers, array_lengths.ctypes.data)
     if failed:
         return None
@@ -128,7 +156,11 @@ def scan(lines: Lines, max_line_bytes: int, max_key_chars: int,
         return None  # not: the other way decides
     if any(len(column) != count for column in decoded.values()):
         return None
-    return Scan(status, times, keys, text_times, values, decoded)
+    held = value_status == VALUE_HELD
+    decimals = pa.Array.from_buffers(
+        _DECIMAL, count, [pa.py_buffer(np.packbits(held, bitorder="little")),
+                          pa.py_buffer(value_units)])
+    return Scan(status, times, keys, text_times, value_status, decimals, values, decoded)
 
 
 def _texts(text: np.ndarray, ends: np.ndarray, count: int, large: bool) -> pa.Array:

@@ -4,10 +4,15 @@
 //! json module refuses on lines this short and this shallow) whose key is a string without
 //! escapes and whose event time is an integer within range or a text without escapes; its
 //! key, event time, the value's JSON text and the extra fields' JSON texts are written to
-//! columns. Every other line is left for
+//! columns; the value, where it is a number `DECIMAL(38, 9)` holds as written, as that
+//! decimal (decimal.rs). The usual line, a flat object without escapes, is read by a reader
+//! of its own (flat.rs); serde_json reads any other. Every other line is left for
 //! Python's `parse_line`, which says what it is: this scanner never decides a rejection, so
 //! where it is unsure it only costs time (jobs/streams/landing/native_scan.py says which
 //! lines the Python side checks further).
+
+mod decimal;
+mod flat;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -20,11 +25,17 @@ pub const TEXT_TIME: u8 = 1;
 /// The line goes to `parse_line`.
 pub const SLOW: u8 = 2;
 
-const EVENT_TIME_BOUND: i128 = 1 << 62;
+pub(crate) const EVENT_TIME_BOUND: i128 = 1 << 62;
+/// What `landing_scan` takes and writes; the Python side uses a library of this version only
+/// (an older build is not called with arguments it does not know).
+pub const ABI_VERSION: u32 = 2;
 /// Lines with more opening brackets than this are not scanned: serde_json skips the values
 /// it does not build (other fields, and the texts it keeps) at any depth, where Python's json
 /// module stops at its recursion limit (about 1,000 levels, less on a deeper stack).
 pub const MAX_BRACKETS: usize = 128;
+/// The most extra fields a scan reads (ingest reads two at most: its clock's and a
+/// punctuation's); with more, `landing_scan` writes nothing and returns 2.
+pub const MAX_EXTRAS: usize = 4;
 
 enum Field {
     Key,
@@ -84,7 +95,7 @@ impl<'de> DeserializeSeed<'de> for PlainStr {
     }
 }
 
-enum Time<'de> {
+pub(crate) enum Time<'de> {
     Millis(i64),
     Text(&'de str),
 }
@@ -121,11 +132,12 @@ impl<'de> DeserializeSeed<'de> for TimeSeed {
     }
 }
 
-struct Scanned<'de> {
-    key: &'de str,
-    time: Time<'de>,
-    value: Option<&'de str>,
-    extras: Vec<Option<&'de str>>,
+pub(crate) struct Scanned<'de> {
+    pub(crate) key: &'de str,
+    pub(crate) time: Time<'de>,
+    pub(crate) value: Option<&'de str>,
+    /// The extra fields' texts, the first `extras.len()` of them.
+    pub(crate) extras: [Option<&'de str>; MAX_EXTRAS],
 }
 
 struct RecordSeed<'a> {
@@ -142,7 +154,7 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
         let mut time = None;
         let mut value: Option<&'de str> = None;
         let mut seen_value = false;
-        let mut extras: Vec<Option<&'de str>> = vec![None; self.extras.len()];
+        let mut extras: [Option<&'de str>; MAX_EXTRAS] = [None; MAX_EXTRAS];
         while let Some(field) = map.next_key_seed(FieldSeed {
             extras: self.extras,
         })? {
@@ -201,16 +213,25 @@ impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
 /// characters (so that "blank" means spaces only and its length is its characters'), not
 /// blank, within `max_key_chars`.
 fn scan_line<'de>(line: &'de [u8], extras: &[&[u8]], max_key_chars: usize) -> Option<Scanned<'de>> {
+    let scanned = match flat::scan_flat(line, extras) {
+        Some(scanned) => scanned,
+        None => scan_with_serde(line, extras)?,
+    };
+    let key = scanned.key;
+    if !key.is_ascii() || key.len() > max_key_chars || key.bytes().all(|b| b == b' ') {
+        return None;
+    }
+    Some(scanned)
+}
+
+/// Any line serde_json reads as a record object: the flat reader's way when it is unsure.
+fn scan_with_serde<'de>(line: &'de [u8], extras: &[&[u8]]) -> Option<Scanned<'de>> {
     if line.iter().filter(|b| **b == b'[' || **b == b'{').count() > MAX_BRACKETS {
         return None;
     }
     let mut de = serde_json::Deserializer::from_slice(line);
     let scanned = RecordSeed { extras }.deserialize(&mut de).ok()?;
     de.end().ok()?;
-    let key = scanned.key;
-    if !key.is_ascii() || key.len() > max_key_chars || key.bytes().all(|b| b == b' ') {
-        return None;
-    }
     Some(scanned)
 }
 
@@ -245,17 +266,22 @@ impl ArrayColumn {
 /// Scans `count` lines of `data` (line `i` from `starts[i]` to the byte before
 /// `starts[i + 1]`, its newline). Lines longer than `max_fast_bytes`, and keys longer than
 /// `max_key_chars`, go slow. For each line: `status[i]`, `times[i]` (integer times), and the
-/// key, the text time and the value's JSON text appended to their columns (empty where
-/// absent or slow); each extra field's JSON texts as one JSON array per field. `extra_names`
+/// key and the text time appended to their columns (empty where absent or slow); the value's
+/// kind in `value_status[i]` (`decimal::ABSENT`, `HELD` or `OTHER`), its unscaled
+/// `DECIMAL(38, 9)` integer in `value_units` (16 bytes a line, little-endian) where held, and
+/// its JSON text in the value column where it is another (empty elsewhere); each extra
+/// field's JSON texts as one JSON array per field. `extra_names`
 /// are the `extra_count` extra fields' names, each followed by a newline (none holds one).
 /// Returns the bytes written to each extra array in `extra_lens`; 0 on success, 1 after a
-/// panic, 2 when the names are not `extra_count` (nothing written is to be used).
+/// panic, 2 when the names are not `extra_count` or more than [`MAX_EXTRAS`] (nothing
+/// written is to be used).
 ///
 /// # Safety
 ///
 /// `data` holds `data_len` bytes and `starts` `count + 1` ascending offsets into it, the
 /// last `data_len`, each line ending with a newline; `extra_names` holds `extra_names_len`
-/// bytes. Output buffers: `status`, `times` and the three `*_ends` hold `count` items, the
+/// bytes. Output buffers: `status`, `times`, `value_status` and the three `*_ends` hold
+/// `count` items, `value_units` `16 * count` bytes, the
 /// three text columns `data_len` bytes, `extra_arrays` `extra_count` pointers to arrays of
 /// `data_len + 5 * count + 2` bytes, `extra_lens` `extra_count` items
 /// (jobs/streams/landing/native_scan.py allocates them so).
@@ -278,6 +304,8 @@ pub unsafe extern "C" fn landing_scan(
     time_ends: *mut i64,
     value_bytes: *mut u8,
     value_ends: *mut i64,
+    value_status: *mut u8,
+    value_units: *mut u8,
     extra_arrays: *const *mut u8,
     extra_lens: *mut i64,
 ) -> i32 {
@@ -289,7 +317,7 @@ pub unsafe extern "C" fn landing_scan(
             .split(|b| *b == b'\n')
             .filter(|n| !n.is_empty())
             .collect();
-        if names.len() != extra_count {
+        if names.len() != extra_count || extra_count > MAX_EXTRAS {
             return 2;
         }
         let mut keys = Column {
@@ -339,12 +367,22 @@ pub unsafe extern "C" fn landing_scan(
                             texts.push(i, text.as_bytes());
                         }
                     }
-                    values.push(i, record.value.unwrap_or("").as_bytes());
+                    let (kind, units) = decimal::read_value(record.value);
+                    *value_status.add(i) = kind;
+                    std::ptr::write_unaligned((value_units as *mut i128).add(i), units.to_le());
+                    let other = if kind == decimal::OTHER {
+                        record.value
+                    } else {
+                        None
+                    };
+                    values.push(i, other.unwrap_or("").as_bytes());
                 }
                 None => {
                     keys.push(i, b"");
                     texts.push(i, b"");
                     values.push(i, b"");
+                    *value_status.add(i) = decimal::ABSENT;
+                    std::ptr::write_unaligned((value_units as *mut i128).add(i), 0);
                 }
             }
             *status.add(i) = kind;
@@ -364,4 +402,10 @@ pub unsafe extern "C" fn landing_scan(
         0
     });
     outcome.unwrap_or(1)
+}
+
+/// The version of `landing_scan`'s arguments this library takes ([`ABI_VERSION`]).
+#[no_mangle]
+pub extern "C" fn landing_scan_abi() -> u32 {
+    ABI_VERSION
 }

@@ -14,6 +14,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from jobs.delta_files import ColumnEncodings
+
 ARRIVAL_LOG = "arrival_log"
 QUARANTINE = "quarantine"
 WINDOW_RESULTS = "window_results"
@@ -40,6 +42,16 @@ ARRIVAL_LOG_SCHEMA = StructType([
     StructField("value", DecimalType(38, 9), True),
     StructField("payload", StringType(), False),
 ])
+
+ARRIVAL_LOG_ENCODINGS = ColumnEncodings(
+    plain=frozenset({"value", "payload"}),
+    deltas=frozenset({"arrival_seq", "line_number", "event_time_ms", "event_time",
+                      "kafka_offset", "kafka_timestamp"}))
+"""The arrival log's values that rarely repeat without a dictionary, its rising positions and
+times as deltas (jobs/delta_files.py); the rest (keys, files, ingest times, watermarks) keep
+Parquet's dictionaries."""
+ENCODINGS: dict[str, ColumnEncodings] = {ARRIVAL_LOG: ARRIVAL_LOG_ENCODINGS}
+"""The tables whose columns are not all encoded Parquet's default way, by name."""
 
 QUARANTINE_SCHEMA = StructType([
     StructField("ingest_batch", LongType(), False),

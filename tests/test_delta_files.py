@@ -273,8 +273,8 @@ def test_a_table_changed_during_the_append_gets_delta_rs_checks(tmp_path, monkey
     write_deltalake(path, SCHEMA.empty_table())
     write_file = delta_files.write_file
 
-    def written_then_constrained(location, data):
-        written = write_file(location, data)
+    def written_then_constrained(location, data, encodings=None):
+        written = write_file(location, data, encodings)
         DeltaTable(path).alter.add_constraint({"positive": "seq > 0"})
         return written
 
@@ -283,3 +283,46 @@ def test_a_table_changed_during_the_append_gets_delta_rs_checks(tmp_path, monkey
     with pytest.raises(DeltaError, match="failed validation"):
         fast_writes.append(path, _table([(-1, 2, 3, 4, "a", Decimal("1.5"), 0.5)]))
     assert DeltaTable(path).to_pyarrow_table().num_rows == 0
+
+
+ENCODED = delta_files.ColumnEncodings(plain=frozenset({"key", "value", "absent"}),
+                                      deltas=frozenset({"seq", "line", "at", "missing"}))
+
+
+@settings(max_examples=examples(8), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(generated=rows)
+def test_columns_encoded_as_deltas_or_without_a_dictionary_read_back_the_same(
+        spark, tmp_path_factory, generated):
+    """The arrival log's layout (jobs/tables.py): rising integers as deltas, rare values
+    without a dictionary. Any values (64-bit extremes, nulls), read back by Spark and by
+    delta-rs, are the rows written; columns it names that a table lacks change nothing."""
+    path = str(tmp_path_factory.mktemp("encoded") / "table")
+    write_deltalake(path, SCHEMA.empty_table())
+    data = _table(generated)
+    assert fast_writes.append(path, data, encodings=ENCODED)
+    footer = pq.ParquetFile(Path(path) / _last_add(path)["path"]).metadata
+    encodings = {footer.schema.column(i).name: footer.row_group(0).column(i).encodings
+                 for i in range(footer.num_columns)}
+    assert all("DELTA_BINARY_PACKED" in encodings[name] for name in ("seq", "line", "at"))
+    assert not any("RLE_DICTIONARY" in encodings[name] for name in ("seq", "key", "value"))
+    assert "RLE_DICTIONARY" in encodings["day"] or data.column("day").null_count == len(data)
+    assert DeltaTable(path).to_pyarrow_table().sort_by("seq") == data.sort_by("seq")
+    read = spark.read.format("delta").load(path).orderBy("seq") \
+        .selectExpr("seq", "line", "unix_micros(at) AS at", "value").collect()
+    expected = sorted(generated, key=lambda row: row[0])
+    assert [tuple(row) for row in read] == [
+        (seq, line, None if ms is None else ms * MS, value)
+        for seq, line, ms, _, _, value, _ in expected]
+
+
+def test_the_arrival_logs_files_are_encoded_as_its_layout_says(tmp_path):
+    """What ingest writes: positions and times as deltas, payload and value without a
+    dictionary, keys with one."""
+    from jobs import tables
+    options = tables.ARRIVAL_LOG_ENCODINGS.writer_options(
+        [field.name for field in tables.ARRIVAL_LOG_SCHEMA.fields])
+    assert options["column_encoding"] == dict.fromkeys(
+        ["arrival_seq", "event_time", "event_time_ms", "line_number"], "DELTA_BINARY_PACKED")
+    assert "key" in options["use_dictionary"] and "payload" not in options["use_dictionary"]
+    assert delta_files.ColumnEncodings().writer_options(["a"]) == {}

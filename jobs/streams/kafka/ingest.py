@@ -474,7 +474,8 @@ class KafkaIngestor:
                                    (quarantine, tables.QUARANTINE, "ingest-quarantine")):
             location = self.stream.table_path(name)
             if data.num_rows or not fast_writes.table_exists(location):
-                fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
+                fast_writes.append(location, data, app_id=app_id, version=plan.batch_id,
+                                   encodings=tables.ENCODINGS.get(name))
 
 
 def _broker_gone(error: BaseException) -> bool:

@@ -522,7 +522,8 @@ class Ingestor:
         for data, name, app_id in writes:
             location = self.stream.table_path(name)
             if data.num_rows or not fast_writes.table_exists(location):
-                fast_writes.append(location, data, app_id=app_id, version=plan.batch_id)
+                fast_writes.append(location, data, app_id=app_id, version=plan.batch_id,
+                                   encodings=tables.ENCODINGS.get(name))
 
 
 class BatchIngestor(Protocol):

@@ -276,6 +276,22 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     return watermarks, state
 
 
+def _may_idle(ingests: np.ndarray, mine: np.ndarray, start_ingest: int | None,
+              timeout: int) -> bool:
+    """Whether a partition can be idle anywhere in a batch whose ingest times never fall: its
+    longest wait is the largest step between its own records' ingest times, or from the
+    batch's start to its first (``start_ingest``: its last before the batch, ``None`` when it
+    is not present before its first record), or from its last to the batch's end. Ingest's
+    batches span seconds and idleness takes a minute or more, so the few passes that find
+    where a partition is idle are usually spared."""
+    own = ingests[mine]
+    if int(ingests[-1]) - int(own[-1]) >= timeout:
+        return True
+    if start_ingest is not None and int(own[0]) - start_ingest >= timeout:
+        return True
+    return len(own) > 1 and int(np.max(np.diff(own))) >= timeout
+
+
 def _lowest_over_partitions(restored: ArrivalWatermarks, codes: dict[str, int],
                             partition_codes: np.ndarray, events: np.ndarray,
                             ingests: np.ndarray, delay: int, timeout: int | None,
@@ -290,6 +306,7 @@ def _lowest_over_partitions(restored: ArrivalWatermarks, codes: dict[str, int],
     count = len(events)
     never = np.iinfo(np.int64).max
     lowest = np.full(count, never, dtype=np.int64)
+    rising = count < 2 or bool(np.all(ingests[1:] >= ingests[:-1]))
     for name, code in codes.items():
         saved = restored._partitions.get(name)
         start_seen = saved.strategy.snapshot() if saved is not None else None
@@ -314,7 +331,8 @@ def _lowest_over_partitions(restored: ArrivalWatermarks, codes: dict[str, int],
         np.maximum(current, floor, out=current)  # the floor where nothing was seen yet
         current -= delay + 1
         first = int(mine[0])
-        if timeout is not None:
+        if timeout is not None and (not rising or _may_idle(
+                ingests, mine, None if start_seen is None else start_ingest, timeout)):
             last = np.full(count, -1, dtype=np.int64)
             last[after[inside]] = mine[inside]
             np.maximum.accumulate(last, out=last)  # its last record before each position

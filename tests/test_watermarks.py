@@ -199,6 +199,18 @@ def _vectorised_equals_the_walk(case, data) -> None:
     (WatermarkSpec(max_out_of_orderness_ms=0, idle_timeout_ms=50),
      [("a", 100, 0, None), ("b", 500, 40, None), ("b", 600, 70, None), ("b", 700, 80, None)],
      2),
+    # a is idle between two of its records in the batch (from ingest 50 to 80), and only then
+    (WatermarkSpec(max_out_of_orderness_ms=0, idle_timeout_ms=50),
+     [("a", 100, 0, None), ("b", 500, 10, None), ("b", 600, 60, None), ("b", 700, 70, None),
+      ("a", 200, 80, None), ("b", 800, 90, None)], 0),
+    # the same from a state restored after a's first record: idle from the batch's start
+    (WatermarkSpec(max_out_of_orderness_ms=0, idle_timeout_ms=50),
+     [("a", 100, 0, None), ("b", 500, 10, None), ("b", 600, 60, None), ("b", 700, 70, None),
+      ("a", 200, 80, None), ("b", 800, 90, None)], 2),
+    # a's records every 30 ms never leave it idle: its watermark holds b's back throughout
+    (WatermarkSpec(max_out_of_orderness_ms=0, idle_timeout_ms=50),
+     [("a", 100, 0, None), ("b", 500, 10, None), ("a", 150, 30, None), ("b", 600, 50, None),
+      ("a", 160, 60, None), ("b", 700, 70, None)], 0),
 ])
 def test_the_vectorised_column_counts_a_partition_only_while_it_is_present_and_active(
         spec, records, cut):

@@ -9,7 +9,10 @@ type, text after the object, nesting, long numbers and lines past the scanned le
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -158,3 +161,14 @@ def test_lines_the_json_module_cannot_read_deep_or_huge_are_judged_alike_in_a_pa
 def test_field_names_the_scanner_cannot_take_leave_the_part_to_msgspec():
     assert native_scan.scan(_part(['{"key": "k", "event_time": 1}']), 100, 1024,
                             ["a\nb"]) is None
+
+
+def test_the_scanners_own_tests_pass():
+    """The flat reader against serde_json's path, line by line, and the decimals against the
+    texts (``cargo test``: Rust's unit tests, in `native/landing_scan/src`)."""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    manifest = native_scan.LIBRARY.parents[2] / "Cargo.toml"
+    done = subprocess.run([cargo, "test", "--release", "--locked", "--quiet", "--manifest-path",
+                           str(manifest)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "test result: ok" in done.stdout

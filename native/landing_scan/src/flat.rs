@@ -9,7 +9,7 @@
 //! object), it returns `None` and the line goes to serde_json's path, which decides as
 //! before.
 
-use crate::{Scanned, Time, EVENT_TIME_BOUND, MAX_EXTRAS};
+use crate::{Scanned, Time, MAX_EXTRAS};
 
 /// Where a JSON value of the line ends, and what it is.
 enum Token {
@@ -181,12 +181,7 @@ pub fn scan_flat<'a>(line: &'a [u8], extras: &[&[u8]]) -> Option<Scanned<'a>> {
                         return None;
                     }
                     time = Some(match token {
-                        Token::Int(ms)
-                            if -EVENT_TIME_BOUND < ms as i128
-                                && (ms as i128) < EVENT_TIME_BOUND =>
-                        {
-                            Time::Millis(ms)
-                        }
+                        Token::Int(ms) => Time::millis(i128::from(ms))?,
                         Token::Str(a, b) => Time::Text(reader.text(a, b)),
                         _ => return None,
                     });

@@ -25,7 +25,7 @@ pub const TEXT_TIME: u8 = 1;
 /// The line goes to `parse_line`.
 pub const SLOW: u8 = 2;
 
-pub(crate) const EVENT_TIME_BOUND: i128 = 1 << 62;
+const EVENT_TIME_BOUND: i128 = 1 << 62;
 /// What `landing_scan` takes and writes; the Python side uses a library of this version only
 /// (an older build is not called with arguments it does not know).
 pub const ABI_VERSION: u32 = 2;
@@ -100,6 +100,13 @@ pub(crate) enum Time<'de> {
     Text(&'de str),
 }
 
+impl Time<'_> {
+    /// An integer event time, when it is within range (both readers take it so).
+    pub(crate) fn millis(v: i128) -> Option<Self> {
+        (-EVENT_TIME_BOUND < v && v < EVENT_TIME_BOUND).then_some(Time::Millis(v as i64))
+    }
+}
+
 struct TimeSeed;
 
 impl<'de> Visitor<'de> for TimeSeed {
@@ -114,11 +121,7 @@ impl<'de> Visitor<'de> for TimeSeed {
         self.visit_i128(v as i128)
     }
     fn visit_i128<E: de::Error>(self, v: i128) -> Result<Time<'de>, E> {
-        if -EVENT_TIME_BOUND < v && v < EVENT_TIME_BOUND {
-            Ok(Time::Millis(v as i64))
-        } else {
-            Err(E::custom("out of range"))
-        }
+        Time::millis(v).ok_or_else(|| E::custom("out of range"))
     }
     fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Time<'de>, E> {
         Ok(Time::Text(s))

@@ -232,16 +232,19 @@ def test_long_files_arriving_in_turns_give_the_line_by_line_rows(files, watermar
 
 @settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)),
-                max_size=30), st.booleans())
-def test_the_arrival_permutation_is_numpys_stable_lexsort(lines, presorted):
-    """Lines already in ``(clock, file, line number)`` order skip the sort: the permutation
-    is still exactly the stable lexsort's, ties and all."""
+                max_size=30), st.sampled_from(["any", "arrival", "file"]))
+def test_the_arrival_permutation_is_numpys_stable_lexsort(lines, order):
+    """Lines already in ``(clock, file, line number)`` order skip the sort, and lines in
+    ``(file, line number)`` order are sorted by clock alone: the permutation is still exactly
+    the stable lexsort's, ties and all."""
     import numpy as np
 
     from jobs.streams.landing.batch import _arrival_permutation
 
-    if presorted:
+    if order == "arrival":
         lines = sorted(lines)
+    elif order == "file":
+        lines = sorted(lines, key=lambda line: line[1:])
     clocks, codes, numbers = (np.array([line[i] for line in lines], dtype=np.int64)
                               for i in range(3))
     expected = np.lexsort((numbers, codes, clocks)) if lines else np.empty(0, dtype=np.int64)

@@ -537,11 +537,11 @@ def _arrival_permutation(clocks: np.ndarray, codes: np.ndarray, numbers: np.ndar
     of one source partition's files, each with its clocks rising, comes in that order already:
     a check in a few passes then spares the sort (800,000 lines: about 5 ms against 17-37 ms).
     Partitions whose files overlap in time interleave. Their lines still come in ``(file,
-    line number)`` order (a plan lists its files by name), so a stable
-    sort by clock alone gives the same permutation: ties keep that order. numpy's stable sort
-    merges the runs of rising clocks it finds, one per file, where a lexsort of three keys sorts
-    every key in full (600,000 lines of 3 files: 1.9 ms against 8.2; benchmarks/RESULTS.md,
-    "Searched again"). Lines in any other order are lexsorted."""
+    line number)`` order (a plan lists its files by name), so a stable sort by clock alone
+    gives the same permutation: ties keep that order. numpy's stable sort merges the runs of
+    rising clocks it finds, one per file, where a lexsort of three keys sorts every key in full
+    (600,000 lines of 3 files: 1.9 ms against 8.2; benchmarks/RESULTS.md, "Searched again").
+    Lines in any other order are lexsorted."""
     count = len(clocks)
     if count < 2:
         return np.arange(count, dtype=np.int64)

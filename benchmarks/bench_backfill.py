@@ -37,9 +37,9 @@ from pyspark.sql import functions as F  # noqa: E402
 from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
 from jobs.backfill import run_backfill  # noqa: E402
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.live import run_live  # noqa: E402
-from jobs.registry import Pipeline  # noqa: E402
-from jobs.settings import PlatformSettings  # noqa: E402
 from jobs.windows import compute_windows  # noqa: E402
 from operators.time import MIN_WATERMARK  # noqa: E402
 
@@ -91,7 +91,7 @@ def home_with(home: Path, window: str) -> Pipeline:
     (folder / "bench.yaml").write_text(PIPELINE_TEMPLATE.format(window=window))
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
                                           "PLATFORM_PIPELINES": str(folder)})
-    return settings.platform.pipelines["bench"]
+    return platform_of(settings).pipelines["bench"]
 
 
 def write_log(spark, frame: pd.DataFrame, pipeline: Pipeline, files: int) -> None:

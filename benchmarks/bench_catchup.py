@@ -45,6 +45,7 @@ from benchmarks.bench_live import (  # noqa: E402
     pipelines_for,
     plain_counts,
 )
+from jobs.config.registry import platform_of
 
 PARTITIONS = 4
 START_MS = 1_795_730_000_000
@@ -166,9 +167,9 @@ def steady(name: str, marks: list[Mark], per_batch: list[int]) -> Figures:
 
 def run_platform(spark, root: Path, window: str, chunks: list[list[Path]]
                  ) -> tuple[Figures, Figures]:
+    from jobs.config.settings import PlatformSettings
     from jobs.live import run_live
-    from jobs.settings import PlatformSettings
-    from jobs.streams.landing import ingest
+    from jobs.streams.landing.ingestor import ingest
 
     home = root / f"platform-{window}"
     folder = home / "pipelines"
@@ -178,7 +179,7 @@ def run_platform(spark, root: Path, window: str, chunks: list[list[Path]]
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
                                           "PLATFORM_PIPELINES": str(folder),
                                           "PLATFORM_LANDING_SETTLE": "1ms"})
-    stream = settings.platform.streams["events"]
+    stream = platform_of(settings).streams["events"]
     counts = []
     before, started = cpu_snapshot(), time.time()
     for files in chunks:  # one ingest batch, one arrival file, per chunk

@@ -34,10 +34,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.engine import bench_spark  # noqa: E402
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.generator import GeneratorConfig, generate  # noqa: E402
-from jobs.settings import PlatformSettings  # noqa: E402
-from jobs.streams import Stream  # noqa: E402
-from jobs.streams.landing import Ingestor  # noqa: E402
+from jobs.streams.landing.ingestor import Ingestor
 
 READERS = ("driver", "executors", "plain")
 
@@ -51,7 +52,7 @@ def _config(events: int) -> GeneratorConfig:
 def _ingest(spark, landing: Path, home: Path, reader: str) -> tuple[float, int, dict]:
     settings = PlatformSettings(home=str(home),
                                 ingest_reader="spark" if reader == "executors" else "driver")
-    events = settings.platform.streams["events"]  # the project's stream, this landing folder
+    events = platform_of(settings).streams["events"]  # the project's stream, this landing folder
     stream = Stream(events.name, events.spec.model_copy(update={"landing": str(landing)}),
                     events.path, settings)
     started = time.monotonic()

@@ -47,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from jobs.config.registry import platform_of
+
 WINDOWS = {
     "tumbling": ("window: {type: tumbling, size: 1m}", ("1 minute", None)),
     "sliding": ("window: {type: sliding, size: 5m, slide: 1m}", ("5 minutes", "1 minute")),
@@ -282,8 +284,8 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
                  pipelines: int = 1, rollout_after: float = 0.0) -> Run:
     from pyspark.sql import functions as F
 
+    from jobs.config.settings import PlatformSettings
     from jobs.live import run_stream
-    from jobs.settings import PlatformSettings
 
     home = root / f"platform-{window}-{rate}-{keys}-{pipelines}-{rollout_after:g}"
     folder = home / "pipelines"
@@ -293,7 +295,7 @@ def run_platform(spark, root: Path, args, window: str, rate: int, keys: int,
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
                                           "PLATFORM_PIPELINES": str(folder),
                                           "PLATFORM_LANDING_SETTLE": "1s"})
-    stream = settings.platform.streams["events"]
+    stream = platform_of(settings).streams["events"]
     stream.landing_dir.mkdir(parents=True)
     warm_up(stream.landing_dir)
     committed: list[tuple[int, float, float, int]] = []

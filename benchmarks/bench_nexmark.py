@@ -40,10 +40,11 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.nexmark_job import run_backfill, run_live  # noqa: E402
-from jobs.settings import PlatformSettings  # noqa: E402
-from jobs.streams import Stream  # noqa: E402
-from jobs.streams.landing import ingest  # noqa: E402
+from jobs.streams.landing.ingestor import ingest
 from nexmark.config import NexmarkConfig  # noqa: E402
 from nexmark.generator import generate  # noqa: E402
 
@@ -149,7 +150,7 @@ def nexmark_home(home: Path) -> Stream:
     settings = PlatformSettings.from_env({
         "PLATFORM_HOME": str(home), "PLATFORM_STREAMS": str(descriptions / "streams"),
         "PLATFORM_PIPELINES": str(descriptions / "pipelines")})
-    return settings.platform.streams["nexmark"]
+    return platform_of(settings).streams["nexmark"]
 
 
 def prepare(spark, root: Path, events: int) -> Stream:

@@ -35,7 +35,8 @@ from benchmarks.bench_backfill import arrival_log, timed  # noqa: E402
 from benchmarks.engine import bench_spark  # noqa: E402
 from jobs import tables  # noqa: E402
 from jobs.backfill import run_backfill  # noqa: E402
-from jobs.settings import PlatformSettings  # noqa: E402
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = ("daily_totals", "spend_spike")
@@ -117,7 +118,7 @@ def main() -> None:
                 (folder / f"{name}.yaml").write_text(
                     (REPO / "pipelines" / f"{name}.yaml").read_text())
                 env = {"PLATFORM_HOME": str(home), "PLATFORM_PIPELINES": str(folder)}
-                pipeline = PlatformSettings.from_env(env).platform.pipelines[name]
+                pipeline = platform_of(PlatformSettings.from_env(env)).pipelines[name]
                 write_log(spark, frame, pipeline, files=4)
                 log = spark.read.format("delta").load(pipeline.table_path(tables.ARRIVAL_LOG))
                 loop, schema = PLAIN[name]

@@ -29,9 +29,11 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from benchmarks.bench_backfill import arrival_log, timed, write_log  # noqa: E402
 from benchmarks.engine import bench_spark  # noqa: E402
-from jobs import tables, versions  # noqa: E402
+from jobs import tables
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.lifecycle import versions
 from jobs.live import run_live, run_rollout  # noqa: E402
-from jobs.settings import PlatformSettings  # noqa: E402
 
 PIPELINE = """
 source: events
@@ -51,7 +53,7 @@ def measure(spark, root: Path, size: int, args) -> tuple[float, float, float]:
     folder.mkdir(parents=True)
     (folder / "counts.yaml").write_text(PIPELINE.format(lateness="30s"))
     env = {"PLATFORM_HOME": str(home), "PLATFORM_PIPELINES": str(folder)}
-    first = PlatformSettings.from_env(env).platform.pipelines["counts"]
+    first = platform_of(PlatformSettings.from_env(env)).pipelines["counts"]
     started = time.perf_counter()
     write_log(spark, arrival_log(size, args.keys), first, args.files)
     print(f"{size:,} events: arrival log written in {time.perf_counter() - started:.1f} s",
@@ -59,7 +61,7 @@ def measure(spark, root: Path, size: int, args) -> tuple[float, float, float]:
     first_live = timed(lambda: run_live(spark, first.stream, **QUIET))
     assert versions.serving(first).version == first.version
     (folder / "counts.yaml").write_text(PIPELINE.format(lateness="45s"))
-    changed = PlatformSettings.from_env(env).platform.pipelines["counts"]
+    changed = platform_of(PlatformSettings.from_env(env)).pipelines["counts"]
     switched: list = []
     rollout = timed(lambda: switched.extend(run_rollout(spark, changed, **QUIET).switched))
     assert switched and versions.serving(changed).version == changed.version

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from jobs.config.settings import PlatformSettings
 from jobs.session import get_spark
-from jobs.settings import PlatformSettings
 
 
 def bench_spark(app_name: str, shuffle_partitions: int, master: str | None = None,

@@ -30,6 +30,7 @@ from benchmarks.bench_live import (
     pipelines_for,
     start_plain_query,
 )
+from jobs.config.registry import platform_of
 
 Tick = tuple[float, int, dict[str, int]]
 """(completed at, events, partition -> last offset)."""
@@ -115,8 +116,8 @@ def _landed(ticks: list[Tick]) -> list[tuple[float, int]]:
 def run_platform_kafka(spark, root: Path, args, window: str, rate: int, keys: int, broker
                        ) -> Run:
 
+    from jobs.config.settings import PlatformSettings
     from jobs.live import run_stream
-    from jobs.settings import PlatformSettings
 
     home = root / f"kafka-platform-{window}-{rate}-{keys}"
     topic = _topic(broker, f"platform-{window}-{rate}-{keys}", args.partitions)
@@ -133,7 +134,7 @@ def run_platform_kafka(spark, root: Path, args, window: str, rate: int, keys: in
     settings = PlatformSettings.from_env({"PLATFORM_HOME": str(home),
                                           "PLATFORM_STREAMS": str(streams),
                                           "PLATFORM_PIPELINES": str(pipelines)})
-    stream = settings.platform.streams["events"]
+    stream = platform_of(settings).streams["events"]
     _warm_up(broker, topic, args, home)
     committed: list[tuple[int, float, float, int]] = []
     stop = threading.Event()

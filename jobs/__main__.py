@@ -25,11 +25,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobs.config.registry import platform_of
+
 if TYPE_CHECKING:
-    from jobs.interrupts import StopRequests
-    from jobs.registry import Pipeline
-    from jobs.settings import PlatformSettings
-    from jobs.streams import Stream
+    from jobs.config.registry import Pipeline
+    from jobs.config.settings import PlatformSettings
+    from jobs.config.streams import Stream
+    from jobs.console.interrupts import StopRequests
 
 
 def _day(text: str) -> str:
@@ -150,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"configuration error: --param: {error}", file=sys.stderr)
             return 2
 
-    from jobs.interrupts import StopRequests
-    from jobs.settings import SettingsError
+    from jobs.config.errors import SettingsError
+    from jobs.console.interrupts import StopRequests
 
     if args.command == "settings":
         return _settings(args.markdown)
@@ -190,7 +192,7 @@ def _interrupted(args: argparse.Namespace, stops: StopRequests) -> int:
     Spark's session is stopped so that no process of the command outlives it."""
     import signal as signals
 
-    from jobs.interrupts import Interrupted
+    from jobs.console.interrupts import Interrupted
 
     stopped = Interrupted(stops.signum if stops.signum is not None else signals.SIGINT)
     _stop_spark()
@@ -221,28 +223,33 @@ def _stop_spark(timeout_s: float = 30.0) -> None:
 
 def _checked(args: argparse.Namespace) -> Plan:
     """The settings, streams and pipelines, checked against the command before Spark starts
-    (jobs/checks.py): every mistake found here is one line naming the setting, status 2."""
+    (jobs.config, jobs.streams.checks): every mistake found here is one line naming the
+    setting, status 2."""
     import os
 
-    from jobs import checks, versions
+    from jobs.config.errors import SettingsError
+    from jobs.config.settings import PlatformSettings
+    from jobs.config.settings_reference import check_variable_names
+    from jobs.lifecycle import versions
     from jobs.live.cohorts import check_claim, member_of
     from jobs.live.stream import DEFAULT_BUCKETS, all_live
-    from jobs.settings import PlatformSettings, SettingsError
+    from jobs.streams.checks import check_ingested, check_landing, check_stream_mark
+    from jobs.tables.days import check_day_range
 
-    for warning in checks.check_variable_names(os.environ):
+    for warning in check_variable_names(os.environ):
         print(warning, file=sys.stderr)
     if args.command == "backfill":
-        checks.check_day_range(args.first_day, args.last_day)
+        check_day_range(args.first_day, args.last_day)
     settings = PlatformSettings.from_env()
-    platform = settings.platform
+    platform = platform_of(settings)
     plan = Plan(settings)
     if args.command == "pipelines":
         return plan
     if args.command == "ingest":
         plan.streams = platform.select_streams(args.stream)
         for stream in plan.streams:
-            checks.check_landing(stream)
-            checks.check_stream_mark(stream, remember=False)
+            check_landing(stream)
+            check_stream_mark(stream, remember=False)
         return plan
     if args.command == "nexmark":
         names = [args.stream] if args.stream else []
@@ -250,7 +257,7 @@ def _checked(args: argparse.Namespace) -> Plan:
             raise SettingsError(f"--stream: give the stream holding the Nexmark events (one "
                                 f"of {', '.join(platform.streams)})")
         plan.streams = platform.select_streams(names)
-        checks.check_ingested(plan.streams[0])
+        check_ingested(plan.streams[0])
         return plan
     selection = [args.pipeline] if args.command == "rollout" else args.pipeline
     plan.pipelines = platform.by_stream(platform.select_pipelines(selection))
@@ -267,11 +274,11 @@ def _checked(args: argparse.Namespace) -> Plan:
             versions.check_same_source(pipeline)
     for stream, pipelines in plan.pipelines.items():
         if ingests:
-            checks.check_landing(stream)
-            checks.check_stream_mark(stream, remember=False)
+            check_landing(stream)
+            check_stream_mark(stream, remember=False)
             plan.streams.append(stream)
         else:
-            checks.check_ingested(stream)
+            check_ingested(stream)
         if args.command == "live" and plan.checkpoint:
             check_claim(plan.checkpoint, stream, pipelines, DEFAULT_BUCKETS,
                         still_live=[member_of(p) for p in all_live(stream)])
@@ -282,15 +289,20 @@ def _settings(markdown: bool) -> int:
     """The settings reference: the page, or every setting with its value in force."""
     import os
 
-    from jobs import checks
-    from jobs.settings import PlatformSettings, SettingsError
-    from jobs.settings_reference import reference_rows, render_markdown, render_text
+    from jobs.config.errors import SettingsError
+    from jobs.config.settings import PlatformSettings
+    from jobs.config.settings_reference import (
+        check_variable_names,
+        reference_rows,
+        render_markdown,
+        render_text,
+    )
 
     if markdown:
         print(render_markdown(), end="")
         return 0
     try:
-        warnings = checks.check_variable_names(os.environ)
+        warnings = check_variable_names(os.environ)
         settings = PlatformSettings.from_env(check=False)
     except SettingsError as error:
         print(f"configuration error: {error}", file=sys.stderr)
@@ -304,7 +316,11 @@ def _settings(markdown: bool) -> int:
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are a state of the data, not a bug: one line, no traceback."""
     from jobs.backfill import BackfillRaceError
-    from jobs.streams.landing import ConcurrentIngestError, LandingReadError, StaleWarehouseError
+    from jobs.streams.landing.ingestor import (
+        ConcurrentIngestError,
+        LandingReadError,
+        StaleWarehouseError,
+    )
     from operators.process_pipeline import ProcessFunctionError
 
     return (ConcurrentIngestError, LandingReadError, StaleWarehouseError, BackfillRaceError,
@@ -314,9 +330,9 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 def _list(plan: Plan, as_json: bool) -> int:
     import json
 
-    from jobs.status import platform_states, render
+    from jobs.lifecycle.status import platform_states, render
 
-    states = platform_states(plan.settings.platform)
+    states = platform_states(platform_of(plan.settings))
     if as_json:
         for state in states:
             print(json.dumps(state.as_dict()))
@@ -328,7 +344,7 @@ def _list(plan: Plan, as_json: bool) -> int:
 
 def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
          stops: StopRequests) -> None:
-    from jobs import storage
+    from jobs.store import storage
 
     settings = plan.settings
     if args.command == "pipelines":
@@ -338,10 +354,10 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
                                                      and args.trigger == "available_now")
     if once and storage.is_local(settings.warehouse):
         # a local warehouse needs no JVM to ingest: the ingest log is plain files and the
-        # appends go through deltalake (jobs/fast_writes.py), so ingest answers in seconds
+        # appends go through deltalake (jobs.store.fast_writes), so ingest answers in seconds
         # and Spark starts only if there is something to stream
-        from jobs.fast_writes import table_exists
-        from jobs.streams import ingest
+        from jobs.store.fast_writes import table_exists
+        from jobs.streams.ingestors import ingest
 
         for stream in plan.streams:
             ingest(None, stream)
@@ -355,8 +371,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
             return
         plan.streams = []  # ingested
     if args.command == "backfill":
-        from jobs.backfill import BackfillReport
-        from jobs.checks import nothing_to_backfill
+        from jobs.backfill import BackfillReport, nothing_to_backfill
 
         todo = {s: [p for p in ps if not nothing_to_backfill(p, args.first_day, args.last_day)]
                 for s, ps in plan.pipelines.items()}
@@ -378,7 +393,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
     stops.cancel_with((lambda: None) if long_running  # its streams stop between batches
                       else spark.sparkContext.cancelAllJobs)
     if args.command == "ingest":
-        from jobs.streams import ingest
+        from jobs.streams.ingestors import ingest
 
         for stream in plan.streams:
             ingest(spark, stream, check_stop=stops.raise_if_stopped)
@@ -402,7 +417,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
                   f"{report.rows} rows, {report.late} late{report.hint}")
     elif args.command == "rollout":
         from jobs.live.stream import run_rollout
-        from jobs.streams import ingest
+        from jobs.streams.ingestors import ingest
 
         for stream in plan.streams:
             ingest(spark, stream, check_stop=stops.raise_if_stopped)
@@ -412,9 +427,9 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
                 run_rollout(spark, pipeline,
                             max_files_per_trigger=args.max_files_per_trigger)
     elif args.trigger == "available_now":
-        from jobs.delta_io import table_exists
         from jobs.live import run_live
-        from jobs.streams import ingest
+        from jobs.store.delta_io import table_exists
+        from jobs.streams.ingestors import ingest
 
         for stream, pipelines in plan.pipelines.items():
             if stream in plan.streams:
@@ -433,7 +448,8 @@ def _kafka(args: argparse.Namespace, stops: StopRequests) -> int:
     """A broker for users and the demo, until SIGINT or SIGTERM (then stopped cleanly)."""
     from pathlib import Path
 
-    from jobs.settings import PlatformSettings, SettingsError
+    from jobs.config.errors import SettingsError
+    from jobs.config.settings import PlatformSettings
     from jobs.streams.kafka.broker import BrokerError, KafkaBroker, create_topics
 
     try:
@@ -471,7 +487,7 @@ def _kafka(args: argparse.Namespace, stops: StopRequests) -> int:
 def _pending_rollouts(plan: Plan) -> bool:
     """Whether a rollout has anything to compute, said before Spark starts when not (the
     file's version already serves, or was restored and serves again)."""
-    from jobs import versions
+    from jobs.lifecycle import versions
 
     for stream, pipelines in list(plan.pipelines.items()):
         for pipeline in list(pipelines):

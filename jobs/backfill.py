@@ -20,20 +20,21 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import effective_from, fast_writes, tables, versions
-from jobs.checks import nothing_to_backfill
-from jobs.days import could_reach, reach_bounds
-from jobs.delta_io import read_table_or_none, replace_range
-from jobs.progress import heartbeat
-from jobs.registry import Pipeline
-from jobs.table_stats import (
+from jobs import tables
+from jobs.config.registry import Pipeline
+from jobs.console.progress import heartbeat
+from jobs.lifecycle import effective_from, versions
+from jobs.store import fast_writes
+from jobs.store.delta_io import read_table_or_none, replace_range
+from jobs.store.table_stats import (
     column_ranges,
     latest_version,
     rows_meeting,
     rows_written,
     tagged_version,
 )
-from jobs.window_tables import WindowOutputs
+from jobs.tables.days import DAY_MS, could_reach, reach_bounds
+from jobs.tables.window_tables import WindowOutputs
 from jobs.windows import compute_windows, driver_tables
 
 
@@ -273,7 +274,7 @@ def _replace_days(pipeline: Pipeline, name: str, data: pa.Table, outputs: Window
 def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs,
                             said: Callable[[str, int], int]) -> int:
     """The metrics of a pipeline that keeps its assignments, computed in the driver from the
-    ``window_assignments`` rows this backfill just wrote (jobs/windows/driver_tables.py)."""
+    ``window_assignments`` rows this backfill just wrote (jobs.windows.driver_tables)."""
     path = pipeline.table_path(tables.WINDOW_ASSIGNMENTS)
     data = driver_tables.assigned_metrics(
         path, tagged_version(path, tag), pipeline.table_path(tables.QUARANTINE),
@@ -283,7 +284,7 @@ def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs
 
 
 def _in_driver(pipeline: Pipeline, version: int, first_day: str, last_day: str) -> bool:
-    """Whether the driver computes the late records and metrics (jobs/windows/
+    """Whether the driver computes the late records and metrics (jobs.windows
     driver_tables.py): standard windows, a range of at most ``DRIVER_RECORDS`` log records
     by the snapshot's file statistics."""
     if not pipeline.spec.is_standard_window:
@@ -314,3 +315,37 @@ def written_metrics(path: str, first_day: str, last_day: str) -> list[dict]:
     rows = fast_writes.read_columns(path, None, (day >= dt.date.fromisoformat(first_day))
                                     & (day <= dt.date.fromisoformat(last_day))).to_pylist()
     return sorted(rows, key=lambda row: row["window_end_date"])
+
+
+def nothing_to_backfill(pipeline: Pipeline, first_day: str | None,
+                        last_day: str | None) -> bool:
+    """True only when a backfill of ``[first_day, last_day]`` would certainly write nothing
+    and erase nothing, judged from Delta's file statistics alone: no arrival can have a window
+    ending in the range (a day of margin, as :func:`jobs.tables.days.could_reach`), no quarantined
+    line was ingested on those days, and no output table holds a row in them. Then the
+    command can say so at once instead of after Spark's start-up and a pass over the log
+    (``--from 2030-01-01``: the issue's three minutes for nothing). Unknown means False."""
+    from jobs.store.table_stats import file_bounds, partition_values
+
+    window = pipeline.spec.window
+    if window is None or not first_day or not last_day or window.gap_field:
+        return False
+    first, last = dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day)
+    epoch = dt.date(1970, 1, 1)
+    reach = window.size_ms or window.gap_ms or 0
+    low = (first - epoch).days * DAY_MS - DAY_MS - reach
+    high = (last - epoch).days * DAY_MS + 2 * DAY_MS
+    arrivals = file_bounds(pipeline.table_path("arrival_log"), "event_time_ms")
+    if arrivals is None or any(lo <= high and hi >= low for lo, hi in arrivals):
+        return False
+    margin = dt.timedelta(days=1)
+    quarantined = file_bounds(pipeline.table_path("quarantine"), "ingest_date")
+    if quarantined is None or any(lo <= last + margin and hi >= first - margin
+                                  for lo, hi in quarantined):
+        return False
+    for name in ("window_results", "late_records", "late_data_metrics", "window_assignments"):
+        days = partition_values(pipeline.table_path(name), "window_end_date")
+        if days is None or any(first <= dt.date.fromisoformat(str(day)) <= last
+                               for day in days):
+            return False
+    return True

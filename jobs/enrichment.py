@@ -27,15 +27,15 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import storage
-from jobs.delta_io import (
+from jobs.config.streams import Stream
+from jobs.store import storage
+from jobs.store.delta_io import (
     append_idempotent,
     read_table_or_none,
     replace_range,
     retry_conflicts,
     table_exists,
 )
-from jobs.streams import Stream
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 
 ENRICHED = "enriched_events"

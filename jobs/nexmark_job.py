@@ -8,14 +8,14 @@ auction's seller; Q11, Q12: the bidder; Q5: the auction) and runs its operator p
 :class:`nexmark.per_key.QueryRunner`:
 
 - **backfill**: each key's whole history in arrival order
-  (jobs/runtime/key_partitions.py), its timers fired at the log's last watermark
+  (jobs.runtime.key_partitions), its timers fired at the log's last watermark
   (``max(watermark_ms)`` over *all* records: the watermark belongs to the log, not to an
   event type; Q12's is ``ingest_time_ms - 1``);
 - **live**: ``transformWithStateInPandas`` with the key's state in RocksDB, Spark's watermark
   declared on the log's watermark column *before* the query's filter (so persons still move
   Q7's windows), and each operator timer mirrored as a Spark timer at ``ts - 1``, exactly as
   the window pipelines run live: many keys per call, one state value per bucket of keys
-  (jobs/runtime/buckets.py).
+  (jobs.runtime.buckets).
 
 Tables, per query ``q``: ``nexmark_<q>`` (the result rows, partitioned by the day of the window's
 end), ``nexmark_<q>_late`` (records that missed a window). Q5's first stage (bids per auction and
@@ -37,9 +37,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from jobs import storage
-from jobs.days import window_end_date
-from jobs.delta_io import insert_new_rows, read_table_or_none, replace_range
+from jobs.config.streams import Stream
 from jobs.runtime import owed_batch
 from jobs.runtime.buckets import (
     BUCKET_COLUMN,
@@ -51,7 +49,9 @@ from jobs.runtime.buckets import (
     key_slices,
 )
 from jobs.runtime.key_partitions import map_keys
-from jobs.streams import Stream
+from jobs.store import storage
+from jobs.store.delta_io import insert_new_rows, read_table_or_none, replace_range
+from jobs.tables.days import window_end_date
 from nexmark.queries import make_query
 from operators.time import human_duration
 
@@ -111,7 +111,7 @@ def row_schema(query) -> str:
 
 
 def _records(frame: pd.DataFrame, ordered: bool = False) -> list[dict]:
-    """Query records (nexmark/arrival.py's shape) from arrival-log rows, in arrival order
+    """Query records (nexmark.arrival's shape) from arrival-log rows, in arrival order
     (``ordered``: the frame is already in the order wanted)."""
     from nexmark.arrival import record_from_arrival_row
 

@@ -1,6 +1,6 @@
 """The arrival log of Nexmark landing files, built in pure Python exactly as ingest builds it.
 
-Ingest (jobs/streams/landing/) orders a batch's lines by ``(ingest clock, source file, line
+Ingest (jobs.streams.landing) orders a batch's lines by ``(ingest clock, source file, line
 number)`` with the clock ``field:received_at``, makes ``ingest_time`` non-decreasing, and stamps
 each record with the watermark computed from the records before it
 (:func:`operators.watermarks.assign_watermarks`, per source partition). Doing the same here lets

@@ -2,7 +2,7 @@
 
 The operator library has windows over one input but no two-input join (Flink's
 ``DataStream.join(...).window(TumblingEventTimeWindows)``), so Q8 gets one here, without
-touching ``operators/``. The two inputs arrive as one arrival-ordered stream, each element
+touching ``operators``. The two inputs arrive as one arrival-ordered stream, each element
 tagged with its side and keyed by the join key. Per key and window both sides are buffered in
 map state; an event-time timer at the window's ``max_timestamp`` emits the join and clears it.
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dagster import Definitions, EnvVar, load_from_defs_folder
 
+from jobs.config.registry import platform_of
 from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment_assets
 from platform_defs.monitoring import MonitoringResource
 from platform_defs.pipes_messages import subprocess_client
@@ -34,7 +35,8 @@ def enrichment_resource() -> EnrichmentServiceResource:
 defs = Definitions.merge(
     load_from_defs_folder(path_within_project=Path(__file__).parent),
     Definitions(
-        assets=[enrichment_assets(stream) for stream in load_settings().platform.streams.values()],
+        assets=[enrichment_assets(stream)
+                for stream in platform_of(load_settings()).streams.values()],
         resources={
             "platform": PlatformResource(),
             "spark": DeltaSparkResource.from_settings(),

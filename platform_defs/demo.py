@@ -1,7 +1,7 @@
 """The platform's main job on the embedded default, from the command line.
 
 Generates the demo landing files (``--source kafka``: produces the events into a topic of the
-project's own Kafka broker instead, platform_defs/demo_kafka.py), then materialises the whole
+project's own Kafka broker instead, platform_defs.demo_kafka), then materialises the whole
 asset graph through Dagster (so every run shows up in the UI, stored in the local
 ``DAGSTER_HOME``), and prints where everything is.
 """
@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import add_lateness_arguments, lateness_options
-from jobs.settings import PlatformSettings
 from platform_defs.instance import ensure_instance_config
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
@@ -114,9 +115,9 @@ def _run(home: Path, generator: dict, broker) -> int:
     gets the events instead of landing files."""
     from dagster import AssetKey, AssetSelection, DagsterInstance, materialize
 
-    from jobs.reports import log_day_range
+    from jobs.config.errors import SettingsError
     from jobs.session import SparkStartError
-    from jobs.settings import SettingsError
+    from jobs.views.reports import log_day_range
     from platform_defs.definitions import defs
     from platform_defs.schedules import (
         ASSET_PARTITION_RANGE_END_TAG,
@@ -128,7 +129,7 @@ def _run(home: Path, generator: dict, broker) -> int:
     resources = defs.resources
     try:
         settings = resources["platform"].settings()
-        platform = settings.platform
+        platform = platform_of(settings)
     except SettingsError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
@@ -222,11 +223,12 @@ def _enrich(assets: list, instance, resources: dict, platform) -> bool:
 
 
 def print_summary(spark, settings, seconds: float) -> None:
-    from jobs import tables, versions
+    from jobs import tables
     from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
-    from jobs.reports import metric_totals, table_counts
+    from jobs.lifecycle import versions
+    from jobs.views.reports import metric_totals, table_counts
 
-    platform = settings.platform
+    platform = platform_of(settings)
     print("\nTables (Delta) in", settings.warehouse)
     for stream in platform.streams.values():
         names = [tables.ARRIVAL_LOG, tables.QUARANTINE, ENRICHED, DEAD_LETTERS, RESPONSES]

@@ -1,7 +1,7 @@
 """``./platform demo --source kafka``: the demo's events in an Apache Kafka topic instead of
 landing files, read by the same asset graph.
 
-The project's own broker (jobs/streams/kafka/broker.py) runs in ``<home>/kafka`` for the
+The project's own broker (jobs.streams.kafka.broker) runs in ``<home>/kafka`` for the
 demo's duration; the stream ``events`` is described as a Kafka stream in ``<home>/streams``
 (its topic ``events``, one partition per generator producer, as the landing folders have one
 per producer), and the generator's lines are produced into it in each producer's order, the

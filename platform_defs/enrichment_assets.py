@@ -24,9 +24,9 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from jobs import tables
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 from operators.retry import RetryPolicy
 from platform_defs.resources import DeltaSparkResource, PlatformResource

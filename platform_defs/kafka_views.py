@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dagster import MetadataValue
 
-from jobs.streams import Stream
+from jobs.config.streams import Stream
 from platform_defs.late_data_views import watermark_text
 
 

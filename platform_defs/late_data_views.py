@@ -1,14 +1,14 @@
 """Late data as a person reads it in the UI: durations in human units, the lateness histogram
 and the sample of late records as Markdown.
 
-Pure formatting of what ``jobs.late_detail`` computed; nothing here queries a table.
+Pure formatting of what ``jobs.views.late_detail`` computed; nothing here queries a table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobs.late_detail import DayLateness
+from jobs.views.late_detail import DayLateness
 from operators.time import MIN_WATERMARK, human_duration, ms_to_datetime
 
 BAR_WIDTH = 30

@@ -1,5 +1,5 @@
 """The incremental ("live") run the landing sensor launches, one per stream
-(``jobs.live.increment``): ingest the stream's new landing files, then update every pipeline
+(``jobs.increment``): ingest the stream's new landing files, then update every pipeline
 that reads it.
 
 It is an op job rather than an asset job because the days it touches are only known after
@@ -23,13 +23,14 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
-from jobs.late_detail import DayLateness, late_detail
-from jobs.live.increment import run_increment
-from jobs.registry import Pipeline
-from jobs.settings import PlatformSettings, SettingsError
-from jobs.streams import Stream
-from jobs.streams.landing import IngestReport
-from jobs.table_stats import max_column_value
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
+from jobs.increment import run_increment
+from jobs.store.table_stats import max_column_value
+from jobs.streams.report import IngestReport
+from jobs.views.late_detail import DayLateness, late_detail
 from platform_defs import monitoring
 from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import WINDOWED_TABLES, day_partition_metadata
@@ -100,13 +101,13 @@ def day_events(pipeline: Pipeline, metrics: list[dict],
 
 def stream_of(settings: PlatformSettings, name: str) -> Stream:
     """The stream a run names (empty: the only stream; several: the name is required)."""
-    streams = settings.platform.streams
+    streams = platform_of(settings).streams
     if not name:
         if len(streams) != 1:
             raise SettingsError(f"config stream: give the stream to run (one of "
                                 f"{', '.join(streams)})")
         return next(iter(streams.values()))
-    return settings.platform.select_streams([name], "config stream")[0]
+    return platform_of(settings).select_streams([name], "config stream")[0]
 
 
 class IncrementConfig(Config):

@@ -1,6 +1,6 @@
 """Live runs outside the Dagster process, through Dagster Pipes.
 
-Both jobs launch ``jobs/live/pipes.py`` in its own interpreter, SparkSession and
+Both jobs launch ``jobs.live.pipes`` in its own interpreter, SparkSession and
 memory; its log lines stream into the run's logs as it goes.
 
 - ``live_pipes_job``: one increment of a stream (what the landing sensor's ``live_job`` does
@@ -37,9 +37,10 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams.landing import IngestReport
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
+from jobs.streams.report import IngestReport
 from platform_defs import monitoring
 from platform_defs.live_job import (
     IncrementConfig,
@@ -68,7 +69,7 @@ def _ingest_report(message: dict) -> IngestReport:
                         first_batch_id=message.get("first_batch_id"))
 
 
-@op(description="Runs jobs/live/pipes.py through Dagster Pipes and records what "
+@op(description="Runs jobs.live.pipes through Dagster Pipes and records what "
                 "it wrote.", out={})
 def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          platform: PlatformResource,
@@ -138,7 +139,7 @@ class _StreamRecorder:
             kind = message.get("kind")
             if kind == "batch":
                 self.batches += 1
-                known = self.settings.platform.pipelines.get(message["pipeline"])
+                known = platform_of(self.settings).pipelines.get(message["pipeline"])
                 table = tables.OUTPUT if known is not None and known.spec.is_process \
                     else tables.LATE_DATA_METRICS
                 yield AssetObservation(

@@ -33,8 +33,8 @@ from dagster import (
 )
 from pydantic import Field
 
-from jobs.late_detail import DayLateness
-from jobs.settings import PlatformSettings
+from jobs.config.settings import PlatformSettings
+from jobs.views.late_detail import DayLateness
 from platform_defs import late_data_views as views
 from platform_defs.partitions import daily_partitions
 

@@ -1,9 +1,9 @@
 """Daily output partitions (by window end), in ``PLATFORM_TIME_ZONE`` from
-``PLATFORM_PARTITIONS_START``. Which days are final is the jobs' rule (jobs/days.py)."""
+``PLATFORM_PARTITIONS_START``. Which days are final is the jobs' rule (jobs.tables.days)."""
 
 from dagster import DailyPartitionsDefinition
 
-from jobs.settings import PlatformSettings
+from jobs.config.settings import PlatformSettings
 
 _SETTINGS = PlatformSettings.from_env(check=False)
 

@@ -26,13 +26,13 @@ from dagster import (
 )
 from pyspark.sql import SparkSession
 
-from jobs import tables, versions
+from jobs import tables
 from jobs.backfill import BackfillReport, run_backfill
-from jobs.checks import check_partition_range
-from jobs.days import day_end_ms, final_flag
-from jobs.late_detail import DayLateness, late_detail
-from jobs.registry import Pipeline
-from jobs.table_stats import max_column_value
+from jobs.config.registry import Pipeline
+from jobs.lifecycle import versions
+from jobs.store.table_stats import max_column_value
+from jobs.tables.days import check_partition_range, day_end_ms, final_flag
+from jobs.views.late_detail import DayLateness, late_detail
 from platform_defs import monitoring
 from platform_defs.late_data_views import finality_text, human_duration
 from platform_defs.partitions import daily_partitions

@@ -20,10 +20,11 @@ from dagster import (
 )
 from pyspark.sql import functions as F
 
-from jobs import tables, versions
+from jobs import tables
+from jobs.config.registry import Pipeline
+from jobs.lifecycle import versions
 from jobs.process.backfill import run_process_backfill
 from jobs.process.tables import EVENT_DATE, LATE_SCHEMA, OUTPUT_DATE, output_schema
-from jobs.registry import Pipeline
 from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import partition_range
 from platform_defs.resources import DeltaSparkResource, PlatformResource

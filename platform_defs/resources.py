@@ -1,7 +1,7 @@
 """Dagster resources: the platform's settings, and the Delta-enabled SparkSession
 (dagster-pyspark's ``LazyPySparkResource``).
 
-Both read the one settings model (``jobs.settings.PlatformSettings``, ``PLATFORM_*``
+Both read the one settings model (``jobs.config.settings.PlatformSettings``, ``PLATFORM_*``
 variables); a deployment overrides fields here, so nothing is hard-coded to one machine.
 """
 
@@ -14,11 +14,12 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from jobs.registry import Pipeline
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.session import session_config, start_checked
 from jobs.session.console import jvm_log
-from jobs.settings import PlatformSettings, SettingsError
-from jobs.streams import Stream
 from platform_defs.partitions import daily_partitions
 
 
@@ -49,17 +50,19 @@ class PlatformResource(ConfigurableResource):
                 f"platform resource time_zone {self.time_zone!r} differs from "
                 f"PLATFORM_TIME_ZONE {loaded_zone!r}, which the daily partitions were defined "
                 "with when the code location loaded; set PLATFORM_TIME_ZONE instead")
-        return PlatformSettings.from_env(home=self.home, warehouse=self.warehouse,
-                                         landing=self.landing, pipelines=self.pipelines,
-                                         streams=self.streams, time_zone=self.time_zone)
+        settings = PlatformSettings.from_env(home=self.home, warehouse=self.warehouse,
+                                             landing=self.landing, pipelines=self.pipelines,
+                                             streams=self.streams, time_zone=self.time_zone)
+        platform_of(settings)  # a wrong description fails here, naming its file
+        return settings
 
     def stream(self, name: str) -> Stream:
         """The stream a definition was built for, as this run's settings describe it."""
-        return self.settings().platform.select_streams([name], "stream")[0]
+        return platform_of(self.settings()).select_streams([name], "stream")[0]
 
     def pipeline(self, name: str) -> Pipeline:
         """The pipeline a definition was built for, as this run's settings describe it."""
-        return self.settings().platform.select_pipelines([name], "pipeline")[0]
+        return platform_of(self.settings()).select_pipelines([name], "pipeline")[0]
 
 
 class DeltaSparkResource(LazyPySparkResource):

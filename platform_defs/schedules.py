@@ -1,12 +1,12 @@
 """The finality schedule: re-materialise each pipeline's days whose windows just became final.
 
 A day is final once the stream's watermark has passed the cleanup time of the pipeline's last
-window that day (``jobs.days``). Every windowed materialisation records, per day, whether the day
-was final when it was computed (``final`` metadata). On each tick the schedule reads each stream's
-``max(watermark_ms)`` from Delta's file statistics (no Spark in the scheduler), and asks for each
-pipeline's recent final days whose latest materialisation was not final yet, as one single-run
-backfill per pipeline and contiguous range. A failed run is retried by Dagster's run retries
-(``dagster/max_retries``).
+window that day (``jobs.tables.days``). Every windowed materialisation records, per day,
+whether the day was final when it was computed (``final`` metadata). On each tick the schedule
+reads each stream's ``max(watermark_ms)`` from Delta's file statistics (no Spark in the
+scheduler), and asks for each pipeline's recent final days whose latest materialisation was
+not final yet, as one single-run backfill per pipeline and contiguous range. A failed run is
+retried by Dagster's run retries (``dagster/max_retries``).
 """
 
 from datetime import date, timedelta
@@ -24,10 +24,10 @@ from dagster import (
 )
 
 from jobs import tables
-from jobs.days import last_final_day
-from jobs.registry import Pipeline, Platform
-from jobs.settings import PlatformSettings
-from jobs.table_stats import max_column_value
+from jobs.config.registry import Pipeline, Platform, platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.store.table_stats import max_column_value
+from jobs.tables.days import last_final_day
 from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import WINDOWED_TABLES
 from platform_defs.resources import PlatformResource
@@ -105,7 +105,7 @@ def finality_schedule(pipelines: list[Pipeline]) -> ScheduleDefinition:
                           "final (watermark past their last window's end plus allowed "
                           "lateness), one single-run backfill per pipeline and range.")
     def finality(context: ScheduleEvaluationContext, platform: PlatformResource):
-        requests = finality_requests(context.instance, platform.settings().platform)
+        requests = finality_requests(context.instance, platform_of(platform.settings()))
         if not requests:
             return SkipReason("no newly final days")
         return requests

@@ -1,6 +1,6 @@
 """Column schemas of the platform's tables as Dagster ``TableSchema``s, from the Spark schemas.
 
-The Spark schemas in ``jobs/tables.py`` (and the enrichment and results shapes the jobs build)
+The Spark schemas in ``jobs.tables`` (and the enrichment and results shapes the jobs build)
 are the source of truth; this module only translates them, so the UI's column lists can never
 drift from what the jobs write.
 """

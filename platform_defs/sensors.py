@@ -26,8 +26,9 @@ from pathlib import Path
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.streams.landing.folder import LandingFolder, landing_files
 from platform_defs.live_job import live_job
 from platform_defs.resources import PlatformResource
@@ -127,7 +128,7 @@ def landing_sensor(context: SensorEvaluationContext, platform: PlatformResource)
     settings = platform.settings()
     cursors = parse_cursors(context.cursor)
     requests, quiet = [], []
-    for name, stream in settings.platform.streams.items():
+    for name, stream in platform_of(settings).streams.items():
         if stream.spec.kind == "kafka":
             request = kafka_request(stream, context.log.info)
             if request is None:

@@ -23,10 +23,11 @@ from dagster import (
 from pydantic import Field
 
 from jobs import tables
-from jobs.checks import check_landing
+from jobs.config.streams import Stream
 from jobs.generator import GeneratorConfig, generate
-from jobs.streams import Stream, ingest
-from jobs.streams.landing import IngestReport
+from jobs.streams.checks import check_landing
+from jobs.streams.ingestors import ingest
+from jobs.streams.report import IngestReport
 from operators.time import parse_duration_ms, parse_timestamp_ms
 from platform_defs.kafka_views import kafka_metadata
 from platform_defs.late_data_views import watermark_text

@@ -12,10 +12,10 @@ from dagster import AssetKey, MetadataValue
 from pyspark.sql.types import StructType
 
 from jobs import tables
+from jobs.config.registry import Pipeline
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
-from jobs.registry import Pipeline
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
 from platform_defs import schemas
 
 OWNERS = ["team:data-platform"]

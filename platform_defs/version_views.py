@@ -1,4 +1,4 @@
-"""A pipeline's versions as the Dagster UI shows them (jobs/versions.py).
+"""A pipeline's versions as the Dagster UI shows them (jobs.lifecycle.versions).
 
 Every materialisation of a pipeline's tables names the version that wrote it, the version
 readers see and, while a changed description rolls out, its progress; the results asset's
@@ -14,11 +14,12 @@ from collections.abc import Iterator
 
 from dagster import AssetObservation, MetadataValue
 
-from jobs import tables, versions
-from jobs.registry import Pipeline
-from jobs.rollout import Switched
-from jobs.settings import PlatformSettings
-from jobs.status import pipeline_state
+from jobs import tables
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.lifecycle import versions
+from jobs.lifecycle.rollout import Switched
+from jobs.lifecycle.status import pipeline_state
 from operators.time import human_duration
 from platform_defs.table_specs import pipeline_key
 
@@ -61,13 +62,13 @@ def results_versions_metadata(pipeline: Pipeline) -> dict:
 
 def version_of(settings: PlatformSettings, name: str, version: str | None) -> Pipeline:
     """The pipeline version a live process reported (its file's when ``version`` is None)."""
-    pipeline = settings.platform.pipelines[name]
+    pipeline = platform_of(settings).pipelines[name]
     return pipeline if version is None else versions.version_pipeline(pipeline, version)
 
 
 def switch_observations(settings: PlatformSettings, switched: dict) -> Iterator[AssetObservation]:
     """A switch (``Switched.as_metadata()``), as one observation of each windowed asset."""
-    pipeline = settings.platform.pipelines.get(switched["pipeline"])
+    pipeline = platform_of(settings).pipelines.get(switched["pipeline"])
     for table in WINDOWED:
         metadata = {**switched, "switched": f"{switched['from_version'] or '-'} -> "
                                             f"{switched['to_version']}"}

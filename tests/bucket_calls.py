@@ -1,4 +1,4 @@
-"""A bucket's calls as the live stream's bucket processor makes them (jobs/runtime/buckets.py),
+"""A bucket's calls as the live stream's bucket processor makes them (jobs.runtime.buckets),
 for tests that drive its engines without Spark."""
 
 from __future__ import annotations

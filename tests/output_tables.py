@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from jobs import tables
-from jobs.registry import Pipeline
+from jobs.config.registry import Pipeline
 
 OUTPUTS = (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)
 

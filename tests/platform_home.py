@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.registry import Pipeline
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 
 REPO = Path(__file__).resolve().parents[1]
 PER_MINUTE = (REPO / "pipelines" / "per_minute.yaml").read_text(encoding="utf-8")
@@ -46,13 +46,17 @@ def platform_env(home: Path, pipelines: dict[str, str] | None = None) -> dict[st
 
 
 def settings_for(home: Path, pipelines: dict[str, str] | None = None) -> PlatformSettings:
-    return PlatformSettings.from_env(platform_env(home, pipelines))
+    """The settings of a platform home with its descriptions read and checked, as every
+    entry point reads them before it starts (a wrong description raises here)."""
+    settings = PlatformSettings.from_env(platform_env(home, pipelines))
+    platform_of(settings)
+    return settings
 
 
 def only_pipeline(settings: PlatformSettings) -> Pipeline:
-    (pipeline,) = settings.platform.pipelines.values()
+    (pipeline,) = platform_of(settings).pipelines.values()
     return pipeline
 
 
 def events(settings: PlatformSettings) -> Stream:
-    return settings.platform.streams["events"]
+    return platform_of(settings).streams["events"]

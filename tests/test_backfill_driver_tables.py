@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import backfill, fast_writes, tables
+from jobs import backfill, tables
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams.landing import ingest
+from jobs.store import fast_writes
+from jobs.streams.landing.ingestor import ingest
 from jobs.windows import driver_tables
 from tests.output_tables import output_tables
 from tests.platform_home import PER_MINUTE, SESSIONS, platform_env
@@ -45,12 +47,12 @@ def pipelines(spark, tmp_path_factory):
                                       "lenient": LENIENT, "sessions": SESSIONS}),
            "PLATFORM_TIME_ZONE": "America/New_York"}
     settings = PlatformSettings.from_env(env)
-    stream = settings.platform.streams["events"]
+    stream = platform_of(settings).streams["events"]
     generate(GeneratorConfig(events=6_000, duration_ms=2 * 86_400_000, keys=12,
                              start_ms=DST_EVE - 6 * 3_600_000, late_fraction=0.1,
                              very_late_fraction=0.03, bad_fraction=0.02), stream.landing)
     ingest(spark, stream, progress=lambda _: None)
-    return settings.platform.pipelines
+    return platform_of(settings).pipelines
 
 
 def _noted(function, name: str, ran: list[str]):

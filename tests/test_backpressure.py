@@ -1,6 +1,6 @@
 """The long-running job's ingest waits while every query already has its next micro-batch full
 in the arrival log: a record appended then would be read no sooner than the micro-batch after
-it (jobs/live/backpressure.py)."""
+it (jobs.live.backpressure)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from deltalake import write_deltalake
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.live import run_stream
 from jobs.live.backpressure import IngestBackpressure, TriggerLimit, next_micro_batch_full
 from jobs.runtime.log_files import LogFiles
-from jobs.settings import PlatformSettings
 from tests.platform_home import PER_MINUTE, platform_env
 
 RECORDS_PER_FILE = 10
@@ -125,7 +126,7 @@ def test_the_long_running_job_ingests_a_backlog_no_faster_than_its_query_reads_i
         "max_bytes_per_batch": "1KB", "max_bytes_per_micro_batch": 1}))
     env = {**platform_env(tmp_path / "home", {"per_minute": PER_MINUTE}),
            "PLATFORM_STREAMS": str(streams)}
-    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(env)).streams["events"]
     first = _land(stream, 0, 2)
     written = [-1]
     ingested: list[tuple[int, int]] = []  # (first, last) position of each ingest batch

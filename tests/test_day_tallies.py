@@ -1,4 +1,4 @@
-"""The live per-day metrics kept as running tallies (jobs/live/day_tallies.py) against the
+"""The live per-day metrics kept as running tallies (jobs.lateness.day_tallies) against the
 same rows computed in one go from the whole log: for a log and a quarantine appended in any
 slices, flushes asking for any days in between, a sink restarted half way and days let go
 and read again, every flush's rows equal ``day_rows`` over everything appended so far."""
@@ -14,9 +14,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs import fast_writes
-from jobs.days import day_of
-from jobs.live.day_tallies import DayTallies, day_rows
+from jobs.lateness.day_tallies import DayTallies, day_rows
+from jobs.store import fast_writes
+from jobs.tables.days import day_of
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
 from tests.depth import examples
@@ -110,7 +110,7 @@ def test_a_histogram_counts_each_distinct_value(values, weighted):
     """Dense ranges are counted without a sort, wide ones sorted: both are the Counter."""
     from collections import Counter
 
-    from jobs.live.lateness import histogram
+    from jobs.lateness.metrics import histogram
 
     array = np.array(values, dtype=np.int64)
     weights = np.arange(1, len(values) + 1, dtype=np.int64) if weighted else None

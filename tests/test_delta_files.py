@@ -1,4 +1,4 @@
-"""Appends written by Arrow's Parquet writer (jobs/delta_files.py): the same rows, transaction
+"""Appends written by Arrow's Parquet writer (jobs.store.delta_files): the same rows, transaction
 ids and errors as delta-rs's own write, and statistics a reader can skip files by without
 ever skipping a file that holds a wanted row."""
 
@@ -17,7 +17,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs import delta_files, fast_writes
+from jobs.store import delta_files, fast_writes
 from tests.depth import examples
 
 UTC = dt.UTC
@@ -256,7 +256,7 @@ def test_a_commit_whose_answer_was_lost_keeps_its_file(tmp_path, monkeypatch):
             raise CommitFailedError("the answer of a commit that landed, lost")
 
     monkeypatch.setattr(DeltaTable, "create_write_transaction", landed_but_failed)
-    monkeypatch.setattr("jobs.delta_io.time.sleep", lambda _: None)
+    monkeypatch.setattr("jobs.store.delta_io.time.sleep", lambda _: None)
     data = _table([(1, 2, 3, 4, "a", Decimal("1.5"), 0.5)])
     fast_writes.append(path, data, app_id="ingest", version=1)
     assert lost
@@ -279,7 +279,7 @@ def test_a_table_changed_during_the_append_gets_delta_rs_checks(tmp_path, monkey
         return written
 
     monkeypatch.setattr(delta_files, "write_file", written_then_constrained)
-    monkeypatch.setattr("jobs.delta_io.time.sleep", lambda _: None)
+    monkeypatch.setattr("jobs.store.delta_io.time.sleep", lambda _: None)
     with pytest.raises(DeltaError, match="failed validation"):
         fast_writes.append(path, _table([(-1, 2, 3, 4, "a", Decimal("1.5"), 0.5)]))
     assert DeltaTable(path).to_pyarrow_table().num_rows == 0
@@ -294,7 +294,7 @@ ENCODED = delta_files.ColumnEncodings(plain=frozenset({"key", "value", "absent"}
 @given(generated=rows)
 def test_columns_encoded_as_deltas_or_without_a_dictionary_read_back_the_same(
         spark, tmp_path_factory, generated):
-    """The arrival log's layout (jobs/tables.py): rising integers as deltas, rare values
+    """The arrival log's layout (jobs.tables): rising integers as deltas, rare values
     without a dictionary. Any values (64-bit extremes, nulls), read back by Spark and by
     delta-rs, are the rows written; columns it names that a table lacks change nothing."""
     path = str(tmp_path_factory.mktemp("encoded") / "table")

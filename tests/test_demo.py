@@ -10,8 +10,9 @@ from datetime import date, timedelta
 import pytest
 
 from jobs import tables
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
-from jobs.settings import PlatformSettings
 from platform_defs import demo
 
 pytestmark = pytest.mark.spark
@@ -56,7 +57,7 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
     rows = _rows_in_summary(output)
     assert not elsewhere.exists()
     assert (home / "dagster_home" / "dagster.yaml").exists() and str(home / "warehouse") in output
-    platform = PlatformSettings.from_env({"PLATFORM_HOME": str(home)}).platform
+    platform = platform_of(PlatformSettings.from_env({"PLATFORM_HOME": str(home)}))
     stream = platform.streams["events"]
     assert set(platform.pipelines) == {"per_minute", "sliding_5m", "sessions", "daily_totals",
                                        "spend_spike"}

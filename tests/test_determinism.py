@@ -22,10 +22,11 @@ import pytest
 
 from jobs import tables
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
 from jobs.live import run_live, start_live
-from jobs.settings import PlatformSettings
-from jobs.streams.landing import ingest
+from jobs.streams.landing.ingestor import ingest
 from jobs.tables import BATCH_METRICS
 from tests.log_replay import late_of, metric_totals, replay, results_of
 from tests.output_tables import assert_same, output_tables
@@ -68,7 +69,7 @@ def backfilled(spark, source, tmp_path_factory) -> dict[str, dict[str, pd.DataFr
     """Per pipeline, its tables computed by one backfill of every day."""
     settings = _copy_of(source, tmp_path_factory.mktemp("backfill") / "platform")
     frames = {}
-    for name, pipeline in settings.platform.pipelines.items():
+    for name, pipeline in platform_of(settings).pipelines.items():
         run_backfill(spark, pipeline, **QUIET)
         frames[name] = output_tables(spark, pipeline)
         assert len(frames[name][tables.LATE_DATA_METRICS]) == 2, "the log must span two days"
@@ -78,7 +79,7 @@ def backfilled(spark, source, tmp_path_factory) -> dict[str, dict[str, pd.DataFr
 
 
 def assert_all_same(backfilled: dict, settings: PlatformSettings, spark) -> None:
-    for name, pipeline in settings.platform.pipelines.items():
+    for name, pipeline in platform_of(settings).pipelines.items():
         assert_same(backfilled[name], output_tables(spark, pipeline))
 
 
@@ -93,7 +94,7 @@ def test_live_one_file_per_micro_batch_equals_the_backfill(spark, source, backfi
     assert_all_same(backfilled, settings, spark)
     log_size = spark.read.format("delta").load(stream.arrival_log).count()
     quarantined = spark.read.format("delta").load(stream.quarantine).count()
-    for name, pipeline in settings.platform.pipelines.items():
+    for name, pipeline in platform_of(settings).pipelines.items():
         # per micro-batch metrics: every record consumed once, the same totals as per day
         batches = spark.read.format("delta").load(pipeline.table_path(BATCH_METRICS)).toPandas()
         assert batches.records.sum() == log_size == report.records, name
@@ -112,7 +113,7 @@ def test_a_pipeline_alone_writes_what_it_writes_beside_the_other(spark, source, 
     (tests/test_fanout.py checks the same of every combination, without Spark)."""
     settings = _copy_of(source, tmp_path / "alone", {"sessions": PIPELINES["sessions"]})
     run_live(spark, events(settings), max_files_per_trigger=2, **QUIET)
-    assert_same(backfilled["sessions"], output_tables(spark, settings.platform.pipelines[
+    assert_same(backfilled["sessions"], output_tables(spark, platform_of(settings).pipelines[
         "sessions"]))
 
 
@@ -167,7 +168,7 @@ def test_backfills_of_separate_days_and_other_shuffle_partitions_equal_one_backf
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "5")
     try:
-        for name, pipeline in settings.platform.pipelines.items():
+        for name, pipeline in platform_of(settings).pipelines.items():
             days = sorted(str(d) for d in backfilled[name][tables.LATE_DATA_METRICS]
                           .window_end_date)
             for day in reversed(days):
@@ -185,7 +186,7 @@ def test_the_tables_equal_the_operator_library_replaying_the_log(spark, source, 
     pipeline on its own."""
     log = spark.read.format("delta").load(events(source).arrival_log) \
         .orderBy("arrival_seq").toPandas()
-    for name, pipeline in source.platform.pipelines.items():
+    for name, pipeline in platform_of(source).pipelines.items():
         expected = replay(log, pipeline.spec)
         frames = backfilled[name]
         assert results_of(frames[tables.WINDOW_RESULTS], pipeline.spec) == expected.latest
@@ -214,10 +215,10 @@ def test_standard_windows_over_payload_fields_live_equal_the_backfill(spark, sou
     payload itself does not travel to it), and its rows equal the backfill's, which reads the
     same fields its own way."""
     backfill = _copy_of(source, tmp_path / "backfill", {"fields": FIELDS})
-    pipeline = backfill.platform.pipelines["fields"]
+    pipeline = platform_of(backfill).pipelines["fields"]
     run_backfill(spark, pipeline, **QUIET)
     expected = output_tables(spark, pipeline)
     assert expected[tables.WINDOW_RESULTS].received_sum.notna().any()
     live = _copy_of(source, tmp_path / "live", {"fields": FIELDS})
     run_live(spark, events(live), max_files_per_trigger=2, **QUIET)
-    assert_same(expected, output_tables(spark, live.platform.pipelines["fields"]))
+    assert_same(expected, output_tables(spark, platform_of(live).pipelines["fields"]))

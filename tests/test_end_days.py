@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.days import day_of
+from jobs.tables.days import day_of
 from jobs.windows.vectorised import end_days
 from operators.build import build_assigner
 from operators.pipeline import WindowSpec

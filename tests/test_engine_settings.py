@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from jobs.config.errors import SettingsError
+from jobs.config.settings import PlatformSettings
 from jobs.session import classes as jvm_classes
 from jobs.session import jars as spark_jars
 from jobs.session import session_settings
 from jobs.session.shipping import is_cluster, package_zip
-from jobs.settings import PlatformSettings, SettingsError
 
 
 @pytest.mark.parametrize("text", ['{"spark.executor.memory": "1g", "spark.cores.max": "2"}',
@@ -88,7 +89,8 @@ def test_the_shipped_zip_holds_every_module_the_executors_run(tmp_path):
     archive = package_zip(folder=tmp_path)
     names = set(zipfile.ZipFile(archive).namelist())
     for module in ("operators/window_operator.py", "jobs/runtime/buckets.py",
-                   "jobs/windows/vectorised.py", "jobs/live/standard.py", "nexmark/queries.py"):
+                   "jobs/windows/vectorised.py", "jobs/live/standard.py", "nexmark/queries.py",
+                   "jobs/config/settings.py", "jobs/store/storage.py", "jobs/tables/__init__.py"):
         assert module in names
     assert not any("__pycache__" in name for name in names)
     assert package_zip(folder=tmp_path) == archive  # same content, same file

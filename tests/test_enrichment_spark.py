@@ -7,6 +7,9 @@ import shutil
 import pandas as pd
 import pytest
 
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.enrichment import (
     DEAD_LETTERS,
     ENRICHED,
@@ -15,9 +18,7 @@ from jobs.enrichment import (
     run_enrichment_live,
 )
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams.landing import ingest
+from jobs.streams.landing.ingestor import ingest
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 from operators.retry import RetryPolicy
 from services.enrichment_client import TRANSIENT_ERRORS
@@ -30,7 +31,7 @@ QUIET = {"progress": lambda _: None}
 
 
 def _events(env: dict[str, str] | None = None) -> Stream:
-    return PlatformSettings.from_env(env).platform.streams["events"]
+    return platform_of(PlatformSettings.from_env(env)).streams["events"]
 
 
 def _table(spark, stream, name) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Exact decimals as 64-bit nanounits (jobs/runtime/packing.py ``nanounits``, and the
+"""Exact decimals as 64-bit nanounits (jobs.runtime.packing ``nanounits``, and the
 standard windows' engine folding them with numpy): the unscaled integer read from Arrow's
 buffer is the decimal times 10**9 exactly, or the column stays ``Decimal`` when some value
 needs more than 64 bits; and the engine emits exactly the same panes and late rows from

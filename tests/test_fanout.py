@@ -1,4 +1,4 @@
-"""One read of each micro-batch feeds every pipeline of a stream (jobs/live/fanout.py): a
+"""One read of each micro-batch feeds every pipeline of a stream (jobs.live.fanout): a
 pipeline's rows beside others are exactly its rows alone, whatever the slicing of the stream
 into calls and whatever the other pipelines are, and the side-by-side state survives being
 dumped and loaded between calls (Spark's state store between micro-batches). No Spark: the
@@ -67,7 +67,7 @@ def streams(draw) -> tuple[pd.DataFrame, list[int]]:
 
 
 def _standard_inputs(frame: pd.DataFrame) -> pd.DataFrame:
-    """The columns Spark adds for the standard windows' aggregates (jobs/live/stream.py)."""
+    """The columns Spark adds for the standard windows' aggregates (jobs.live.stream)."""
     return frame.assign(_present_value=frame.value.notna())
 
 

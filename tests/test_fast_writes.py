@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from jobs import fast_writes
+from jobs.store import fast_writes
 
 
 def _rows(path: str) -> list[int]:

@@ -1,12 +1,12 @@
-"""The cycle collector paused around ingest's allocations (jobs/gc_pause.py) comes back on
-when the last block ends, and stays off when someone else had turned it off."""
+"""The cycle collector paused around ingest's allocations (jobs.streams.landing.gc_pause) comes
+back on when the last block ends, and stays off when someone else had turned it off."""
 
 from __future__ import annotations
 
 import gc
 import threading
 
-from jobs.gc_pause import cycle_collector_paused
+from jobs.streams.landing.gc_pause import cycle_collector_paused
 
 
 def test_paused_inside_and_on_again_after_nested_and_concurrent_blocks():

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from jobs import tables
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.generator import BAD_KINDS, GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams import landing as ingest_module
-from jobs.streams.landing import ingest
+from jobs.streams.landing.batch import BAD_INGEST_STAMP
+from jobs.streams.landing.ingestor import Ingestor, ingest
 from jobs.streams.landing.log import IngestLog
 from operators.watermarks import assign_watermarks
 
@@ -32,7 +33,7 @@ def _table(spark, stream: Stream, name: str):
 
 def _stream(env: dict[str, str] | None = None) -> Stream:
     """The home's one stream, ``events``."""
-    return PlatformSettings.from_env(env).platform.streams["events"]
+    return platform_of(PlatformSettings.from_env(env)).streams["events"]
 
 
 def test_every_line_lands_once_good_in_the_log_bad_in_quarantine(spark, platform_env):
@@ -109,7 +110,7 @@ def test_a_crash_before_commit_reruns_the_same_batch_without_doubling(spark, pla
     monkeypatch.setattr(IngestLog, "write_commit", original)
 
     # one batch: the crashed one (``ingest`` would go on to the new file as batch 1)
-    resumed = ingest_module.Ingestor(spark, stream, _quiet).run_once()
+    resumed = Ingestor(spark, stream, _quiet).run_once()
     assert resumed.resumed and resumed.batch_id == 0
     after = _table(spark, stream, tables.ARRIVAL_LOG)
     assert len(after) == len(crashed)
@@ -143,7 +144,7 @@ def test_lines_without_the_clock_field_take_their_neighbours_clock(spark, platfo
 
 
 def test_configuration_errors_name_the_setting(platform_env, tmp_path: Path):
-    from jobs.settings import SettingsError
+    from jobs.config.errors import SettingsError
 
     with pytest.raises(SettingsError, match="PLATFORM_INGEST_CLOCK"):
         PlatformSettings.from_env({"PLATFORM_INGEST_CLOCK": "sundial"})
@@ -152,7 +153,7 @@ def test_configuration_errors_name_the_setting(platform_env, tmp_path: Path):
     (streams / "events.yaml").write_text("watermark: {strategy: bounded_out_of_orderness}\n")
     with pytest.raises(SettingsError, match=r"events\.yaml: watermark\.max_out_of_orderness "
                                             "is required"):
-        PlatformSettings.from_env({"PLATFORM_STREAMS": str(streams)})
+        platform_of(PlatformSettings.from_env({"PLATFORM_STREAMS": str(streams)}))
     with pytest.raises(SettingsError, match="PLATFORM_MAX_FUTURE"):
         PlatformSettings.from_env({"PLATFORM_MAX_FUTURE": "soon"})
 
@@ -196,6 +197,6 @@ def test_bad_lines_and_bogus_stamps_change_nothing_for_the_good_records(spark, t
     got = _table(spark, dirty, tables.ARRIVAL_LOG).sort_values("arrival_seq")[columns]
     assert got.reset_index(drop=True).equals(expected.reset_index(drop=True))
     reasons = sorted(_table(spark, dirty, tables.QUARANTINE).reason)
-    assert reasons == sorted(["missing_key", ingest_module.BAD_INGEST_STAMP,
+    assert reasons == sorted(["missing_key", BAD_INGEST_STAMP,
                               "unparsable_event_time", "malformed_json",
-                              ingest_module.BAD_INGEST_STAMP])
+                              BAD_INGEST_STAMP])

@@ -16,12 +16,13 @@ from deltalake import DeltaTable
 
 from jobs import tables
 from jobs.backfill import run_backfill
-from jobs.errors import SettingsError
-from jobs.live.increment import run_increment
-from jobs.settings import PlatformSettings
-from jobs.storage import Files
-from jobs.streams import ingest
-from jobs.streams.landing import Ingestor
+from jobs.config.errors import SettingsError
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.increment import run_increment
+from jobs.store.storage import Files
+from jobs.streams.ingestors import ingest
+from jobs.streams.landing.ingestor import Ingestor
 from jobs.streams.landing.log import IngestLog
 from operators.watermarks import assign_watermarks
 from tests.output_tables import output_tables
@@ -64,8 +65,8 @@ def _log(stream) -> list[dict]:
 
 def test_a_backlog_beyond_the_limit_is_ingested_in_bounded_batches_landed_first_first(
         tmp_path):
-    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch=2_500)) \
-        .platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(
+        _home(tmp_path, max_bytes_per_batch=2_500))).streams["events"]
     landed: dict[str, tuple[float, int]] = {}
     for file in range(4):
         for producer in range(3):
@@ -101,8 +102,8 @@ def test_a_backlog_beyond_the_limit_is_ingested_in_bounded_batches_landed_first_
 
 
 def test_a_file_larger_than_the_limit_is_one_batch_of_its_own(tmp_path):
-    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
-        .platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(
+        _home(tmp_path, max_bytes_per_batch="1KB"))).streams["events"]
     big = _land(stream, "producer-0/big.jsonl", _lines(0, 0, 40), 300)
     _land(stream, "producer-1/small.jsonl", _lines(1, 0, 2), 200)
     assert big > 1_000
@@ -120,8 +121,8 @@ def test_a_file_that_grew_waits_from_when_it_was_last_taken_not_behind_newer_fil
     """Each append moves a file's modification time on; under a backlog it would stay behind
     every file landing after it. It counts from when a batch last took it: its new lines go
     in the first batch, before the files that landed since."""
-    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch=2_500)) \
-        .platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(
+        _home(tmp_path, max_bytes_per_batch=2_500))).streams["events"]
     grows = stream.landing_dir / "producer-0" / "grows.jsonl"
     _land(stream, "producer-0/grows.jsonl", _lines(0, 0, 16), 900)
     assert ingest(None, stream, progress=lambda _: None).records == 16
@@ -146,11 +147,11 @@ def test_a_file_that_grew_waits_from_when_it_was_last_taken_not_behind_newer_fil
 
 def test_a_stop_asked_for_between_batches_ends_the_catch_up_with_each_batch_committed(
         tmp_path):
-    """A command asked to stop while Spark runs (its jobs cancelled, jobs/interrupts.py) says
+    """A command asked to stop while Spark runs (its jobs cancelled, jobs.console.interrupts) says
     so through ``check_stop``: the catch-up ends before its next batch rather than at the end
     of the backlog, and the next ingest takes the rest, every line once."""
-    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
-        .platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(
+        _home(tmp_path, max_bytes_per_batch="1KB"))).streams["events"]
     for file in range(3):
         _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 300 - file * 10)
     asked: list[int] = []
@@ -182,7 +183,7 @@ def test_a_stop_asked_for_between_batches_ends_the_catch_up_with_each_batch_comm
 ])
 def test_a_bad_limit_is_refused_naming_the_setting_and_the_file(tmp_path, stream, said):
     with pytest.raises(SettingsError) as refused:
-        PlatformSettings.from_env(_home(tmp_path, **stream)).platform.streams  # noqa: B018
+        platform_of(PlatformSettings.from_env(_home(tmp_path, **stream))).streams  # noqa: B018
     assert "events.yaml" in str(refused.value) and said in str(refused.value)
 
 
@@ -191,7 +192,7 @@ def test_files_touched_but_unchanged_do_not_keep_a_large_file_waiting(tmp_path):
     but bring no new bytes: a file larger than the limit that landed after them is still a
     batch of its own, even for a one-shot ingest, which looks at them again each time."""
     env = _home(tmp_path, max_bytes_per_batch="1KB")
-    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(env)).streams["events"]
     for producer in range(2):
         _land(stream, f"producer-{producer}/early.jsonl", _lines(producer, 0, 3), 900)
     assert ingest(None, stream, progress=lambda _: None).records == 6
@@ -210,8 +211,8 @@ def test_files_touched_but_unchanged_do_not_keep_a_large_file_waiting(tmp_path):
 def test_a_catch_up_takes_only_the_files_that_landed_before_it_started(tmp_path):
     """A one-shot ingest that catches up in several batches leaves a file modified after it
     started to the next ingest (a folder that keeps filling does not keep it going)."""
-    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
-        .platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(
+        _home(tmp_path, max_bytes_per_batch="1KB"))).streams["events"]
     for file in range(3):
         _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 600 - file * 10)
     _land(stream, "producer-1/later.jsonl", _lines(1, 0, 5), -120)  # modified after the start
@@ -230,8 +231,8 @@ def test_a_batch_parsed_ahead_is_planned_only_once_the_one_before_it_committed(t
     behind, and the next ingest takes the rest, giving every row an ingest that never read
     ahead gives (a new process a batch)."""
     def landed(root: Path):
-        stream = PlatformSettings.from_env(_home(root, max_bytes_per_batch="1KB")) \
-            .platform.streams["events"]
+        stream = platform_of(PlatformSettings.from_env(
+            _home(root, max_bytes_per_batch="1KB"))).streams["events"]
         for file in range(4):
             _land(stream, f"producer-{file % 2}/f-{file}.jsonl", _lines(file % 2, file, 12),
                   600 - file * 10)
@@ -259,8 +260,8 @@ def test_a_batch_parsed_ahead_is_planned_only_once_the_one_before_it_committed(t
 
 
 def test_a_batch_parsed_ahead_gives_way_to_a_batch_another_ingest_planned_meanwhile(tmp_path):
-    stream = PlatformSettings.from_env(_home(tmp_path, max_bytes_per_batch="1KB")) \
-        .platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(
+        _home(tmp_path, max_bytes_per_batch="1KB"))).streams["events"]
     for file in range(3):
         _land(stream, f"producer-0/f-{file}.jsonl", _lines(0, file, 12), 600 - file * 10)
     first = Ingestor(None, stream, progress=lambda _: None)
@@ -283,7 +284,7 @@ def test_the_backfill_engine_after_a_catch_up_equals_a_backfill(spark, tmp_path)
     """``run_increment`` (the landing sensor's job with the vectorised engine) recomputes the
     days every batch of its ingest reached, not only the last batch's."""
     env = _home(tmp_path, max_bytes_per_batch=1_500)  # two files a batch
-    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(env)).streams["events"]
     for day in range(3):
         for producer in range(2):
             lines = [{"key": f"user-{producer}", "value": 1.5,
@@ -293,7 +294,7 @@ def test_the_backfill_engine_after_a_catch_up_equals_a_backfill(spark, tmp_path)
     increment = run_increment(spark, stream, progress=lambda _: None, engine="backfill")
 
     assert increment.ingest.batch_ids == (0, 2)
-    pipeline = stream.settings.platform.pipelines["per_minute"]
+    pipeline = platform_of(stream.settings).pipelines["per_minute"]
     written = output_tables(spark, pipeline)
     assert written[tables.WINDOW_RESULTS].window_end_date.nunique() == 3
     run_backfill(spark, pipeline, progress=lambda _: None)

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from jobs import tables
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams.landing import Ingestor, on_spark
+from jobs.streams.landing import on_spark
 from jobs.streams.landing.batch import RAW_LINE_LIMIT
+from jobs.streams.landing.ingestor import Ingestor
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +76,7 @@ def test_spark_reader_gives_the_driver_readers_rows(spark, tmp_path, platform_en
         monkeypatch.setattr(on_spark, "_DRIVER_QUARANTINE_ROWS",
                             0 if run == "spark-quarantine" else 200_000)
         home = tmp_path / run
-        stream = PlatformSettings(home=str(home), ingest_reader=reader).platform \
+        stream = platform_of(PlatformSettings(home=str(home), ingest_reader=reader)) \
             .streams["events"]
         landing = Path(stream.landing)
         ingestor = Ingestor(spark, stream, progress=lambda _: None,

@@ -1,5 +1,5 @@
 """The Spark driver maps its classes from the installation's class archive
-(jobs/session/classes.py), which ``./platform setup`` builds: the suite's own session is such a
+(jobs.session.classes), which ``./platform setup`` builds: the suite's own session is such a
 driver, so it must show the archive's classes as shared."""
 
 from __future__ import annotations

@@ -13,11 +13,12 @@ import pytest
 
 from jobs import tables
 from jobs.backfill import run_backfill
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
 from jobs.live import run_live
-from jobs.registry import Pipeline
-from jobs.settings import PlatformSettings, SettingsError
-from jobs.streams.landing import ingest
+from jobs.streams.landing.ingestor import ingest
 from jobs.windows import compute_windows
 from tests.log_replay import late_of, metric_totals, replay, results_of
 from tests.platform_home import PER_MINUTE, events, only_pipeline, settings_for

@@ -1,4 +1,4 @@
-"""The per-micro-batch late-data metrics, computed without Spark (jobs/live/lateness.py).
+"""The per-micro-batch late-data metrics, computed without Spark (jobs.lateness.metrics).
 Of standard windows: equal to a record-by-record reference built on the operator library's
 window assigners for any records, batches, windows and lateness, and to Spark's own aggregates
 (the ones the per-day metrics use) on a generated log. Of the operator library's pipelines,
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.live.lateness import assigned_batch_lateness, batch_lateness, day_lateness
+from jobs.lateness.metrics import assigned_batch_lateness, batch_lateness, day_lateness
 from operators.build import build_assigner
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK
@@ -140,7 +140,7 @@ def test_equal_to_sparks_aggregates_over_a_generated_log(spark):
 
     from pyspark.sql import functions as F
 
-    from jobs.window_tables import lateness_aggregates, lateness_columns
+    from jobs.tables.window_tables import lateness_aggregates, lateness_columns
     from jobs.windows.vectorised import classify
 
     rng = random.Random(5)
@@ -177,7 +177,7 @@ def test_days_equal_the_backfills_day_metrics(spark):
     import datetime as dt
     import random
 
-    from jobs.days import day_of
+    from jobs.tables.days import day_of
     from jobs.windows.vectorised import standard_day_metrics
 
     rng = random.Random(11)
@@ -281,7 +281,7 @@ def test_assignments_equal_to_sparks_aggregates(spark):
 
     from pyspark.sql import functions as F
 
-    from jobs.window_tables import lateness_aggregates, lateness_columns
+    from jobs.tables.window_tables import lateness_aggregates, lateness_columns
 
     rng = random.Random(7)
     rows = []

@@ -1,4 +1,4 @@
-"""The live query's source by arrival position (jobs/live/log_source.py): the same buckets as
+"""The live query's source by arrival position (jobs.live.log_source): the same buckets as
 Spark's ``pmod(xxhash64(key), n)``, and over a log of many commits read in any slices, every
 record exactly once, in the pack of its bucket, as Spark's Delta source and
 ``pack_by_bucket`` pack it; the limits of a micro-batch and of an available-now run."""
@@ -16,16 +16,17 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 
-from jobs import fast_writes
-from jobs.errors import SettingsError
+from jobs.config.errors import SettingsError
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.live.cohorts import CohortRecord
 from jobs.live.log_source import OFFSET, ArrivalLogReader, bucket_of_keys, byte_count
 from jobs.live.stream import trigger_limits
 from jobs.runtime.buckets import BUCKET_COLUMN, bucket_column
 from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, pack_by_bucket, unpack
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams.landing import ARRIVAL_SCHEMA
+from jobs.store import fast_writes
+from jobs.streams.log_rows import ARRIVAL_SCHEMA
 
 COLUMNS = ["key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value"]
 keys = st.lists(st.text(max_size=12), min_size=1, max_size=200)
@@ -88,8 +89,8 @@ def _stream(tmp_path, spec: dict) -> Stream:
     streams = tmp_path / "streams"
     streams.mkdir(parents=True)
     (streams / "events.yaml").write_text(json.dumps({"watermark": WATERMARK, **spec}))
-    return PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home"),
-                                      "PLATFORM_STREAMS": str(streams)}).platform.streams["events"]
+    return platform_of(PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "home"),
+                                      "PLATFORM_STREAMS": str(streams)})).streams["events"]
 
 
 @pytest.mark.parametrize(("spec", "said"), [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.config.registry import platform_of
 from jobs.streams.landing.folder import LandingFolder, list_landing, read_range, sha256_prefix
 from tests.cluster.object_store import start_object_store
 
@@ -88,8 +89,8 @@ def test_a_warehouse_in_the_object_store_keeps_its_pipelines_versions(store, mon
     """A pipeline's version records and the file saying which version readers see live in
     the bucket as on local disk: the first version serves, a changed description is pending
     (readers stay on the first) until a switch, and switching back needs no new record."""
-    from jobs import versions
-    from jobs.settings import PlatformSettings
+    from jobs.config.settings import PlatformSettings
+    from jobs.lifecycle import versions
     from tests.platform_home import PER_MINUTE, platform_env
 
     for name, value in store.environment().items():
@@ -99,7 +100,7 @@ def test_a_warehouse_in_the_object_store_keeps_its_pipelines_versions(store, mon
     def counts(text: str):
         env = {**platform_env(tmp_path / "home", {"counts": text}),
                "PLATFORM_WAREHOUSE": "s3a://marks/warehouse"}
-        return PlatformSettings.from_env(env).platform.pipelines["counts"]
+        return platform_of(PlatformSettings.from_env(env)).pipelines["counts"]
 
     first = counts(PER_MINUTE)
     assert versions.reconcile(first).said(first) == \
@@ -121,34 +122,34 @@ def test_an_object_store_warehouse_without_an_arrival_log_is_refused(store, monk
     """A backfill or a live run that does not ingest needs an arrival log: in a bucket as on
     local disk, a warehouse without one is named before Spark starts, and one with it passes;
     a bucket that is not there is reported as unreadable, not as empty."""
-    from jobs import fast_writes
-    from jobs.checks import check_ingested
-    from jobs.settings import PlatformSettings, SettingsError
-    from jobs.streams.landing import ARRIVAL_SCHEMA
+    from jobs.config.errors import SettingsError
+    from jobs.config.settings import PlatformSettings
+    from jobs.store import fast_writes
+    from jobs.streams.checks import check_ingested
+    from jobs.streams.log_rows import ARRIVAL_SCHEMA
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)
     store.create_bucket("ingested")
     env = {"PLATFORM_HOME": str(tmp_path / "home"),
            "PLATFORM_WAREHOUSE": "s3a://ingested/warehouse"}
-    stream = PlatformSettings.from_env(env).platform.streams["events"]
+    stream = platform_of(PlatformSettings.from_env(env)).streams["events"]
     with pytest.raises(SettingsError, match=r"events has no arrival log in PLATFORM_WAREHOUSE "
                                             r"\(s3a://ingested/warehouse\)"):
         check_ingested(stream)
     fast_writes.append(stream.arrival_log, ARRIVAL_SCHEMA.empty_table())
     check_ingested(stream)
     with pytest.raises(SettingsError, match=r"cannot be read: .*NoSuchBucket"):
-        check_ingested(PlatformSettings.from_env(
-            {**env, "PLATFORM_WAREHOUSE": "s3a://no-such-bucket/warehouse"})
-            .platform.streams["events"])
+        check_ingested(platform_of(PlatformSettings.from_env(
+            {**env, "PLATFORM_WAREHOUSE": "s3a://no-such-bucket/warehouse"})).streams["events"])
 
 
 def test_a_checkpoint_in_the_object_store_has_its_owed_batch_run_again(store, monkeypatch):
     """A live query's checkpoint under ``s3a://``: its offset and commit logs are read and
     the commit of a last batch that owes a batch without data is removed, as on local disk
     (tests/test_owed_batch.py), through Arrow's filesystem."""
-    from jobs import storage
     from jobs.runtime.owed_batch import last_committed_batch, run_owed_batch_again
+    from jobs.store import storage
 
     for name, value in store.environment().items():
         monkeypatch.setenv(name, value)

@@ -1,4 +1,4 @@
-"""Records packed by bucket before the stateful stage (jobs/runtime/packing.py) reach each
+"""Records packed by bucket before the stateful stage (jobs.runtime.packing) reach each
 bucket's engine as exactly that bucket's records, with the largest recorded watermark on the
 packed row: checked against a plain filter of the records, for any records cut into any
 Arrow batches."""

@@ -1,4 +1,4 @@
-"""Landing parts parsed by worker processes or threads (jobs/streams/landing/part_pool.py) give
+"""Landing parts parsed by worker processes or threads (jobs.streams.landing.part_pool) give
 the very rows the ingest process gives itself: for any files of good, bad, blank, non-UTF-8
 and oddly stamped lines, over every watermark strategy; through a whole ingest (arrival log
 and quarantine, row by row); and when a worker process dies between batches."""
@@ -22,10 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs import tables
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams.landing import Ingestor, native_scan, part_pool
+from jobs.streams.landing import native_scan, part_pool
 from jobs.streams.landing.batch import IngestRules, arrival_rows, batch_rows
+from jobs.streams.landing.ingestor import Ingestor
 from jobs.streams.landing.log import FilePart, Plan
 from operators.pipeline import WatermarkSpec
 from tests.depth import examples
@@ -99,7 +101,7 @@ def test_an_ingest_parsed_by_threads_starts_no_process_and_writes_the_same_rows(
     part_pool.shutdown()
     settings_ = PlatformSettings(home=str(tmp_path), ingest_processes=2,
                                  ingest_processes_min_bytes=0)  # auto: threads, as built
-    ingestor = Ingestor(None, settings_.platform.streams["events"], progress=lambda _: None)
+    ingestor = Ingestor(None, platform_of(settings_).streams["events"], progress=lambda _: None)
     counts = generate(SMALL, ingestor.stream.landing)
     report = ingestor.run_once()
     assert report.records == counts["events"] and report.quarantined > 0
@@ -113,7 +115,7 @@ def test_an_ingest_parsed_by_threads_starts_no_process_and_writes_the_same_rows(
 def _ingestor(home: Path, processes: int, said: list[str] | None = None) -> Ingestor:
     settings = PlatformSettings(home=str(home), ingest_processes=processes,
                                 ingest_processes_min_bytes=0, ingest_parse_workers="processes")
-    return Ingestor(None, settings.platform.streams["events"],
+    return Ingestor(None, platform_of(settings).streams["events"],
                     progress=(said.append if said is not None else lambda _: None))
 
 
@@ -132,7 +134,7 @@ def _rows_of_batch(ingestor: Ingestor, batch_id: int) -> tuple[list, list]:
 
 def _expected(ingestor: Ingestor, batch_id: int) -> tuple[list, list]:
     """The batch as the ingest process reads its saved plan by itself."""
-    from jobs.streams.landing import arrival_table, quarantine_table
+    from jobs.streams.log_rows import arrival_table, quarantine_table
 
     plan = ingestor.log.plan(batch_id)
     rows = batch_rows(ingestor.landing, plan, ingestor.rules)
@@ -179,13 +181,14 @@ def test_a_worker_killed_between_batches_costs_nothing_but_time(tmp_path):
 
 UNGUARDED_SCRIPT = """
 import sys
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams.landing import Ingestor
+from jobs.streams.landing.ingestor import Ingestor
 
 settings = PlatformSettings(home=sys.argv[1], ingest_processes=2, ingest_processes_min_bytes=0,
                             ingest_parse_workers="processes")
-ingestor = Ingestor(None, settings.platform.streams["events"])
+ingestor = Ingestor(None, platform_of(settings).streams["events"])
 for seed in range(4):
     counts = generate(GeneratorConfig(events=500, keys=4, producers=2, seed=seed,
                                       start_ms=1_767_225_600_000 + seed * 3_600_000,
@@ -215,14 +218,15 @@ def test_a_script_without_the_main_guard_still_ingests_and_is_told_why(tmp_path)
 
 HOLDING_SCRIPT = """
 import os, sys, time
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams.landing import Ingestor
+from jobs.streams.landing.ingestor import Ingestor
 
 if __name__ == "__main__":
     settings = PlatformSettings(home=sys.argv[1], ingest_processes=2,
                                 ingest_processes_min_bytes=0, ingest_parse_workers="processes")
-    ingestor = Ingestor(None, settings.platform.streams["events"], progress=lambda _: None)
+    ingestor = Ingestor(None, platform_of(settings).streams["events"], progress=lambda _: None)
     generate(GeneratorConfig(events=500, keys=4, producers=2), ingestor.stream.landing)
     ingestor.run_once()
     import multiprocessing

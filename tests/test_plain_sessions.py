@@ -1,5 +1,5 @@
 """The session backfill's rows (plain groups over whole columns, the session driver for the
-rest: jobs/runtime/plain_sessions.py) equal the session driver's over each whole key, however
+rest: jobs.runtime.plain_sessions) equal the session driver's over each whole key, however
 a partition's records come cut into batches."""
 
 from __future__ import annotations

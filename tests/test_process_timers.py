@@ -7,7 +7,7 @@ by scanning the whole log; before each of the key's records it fires the timers 
 the order of those positions (event time first at one position), and at the end of the log the
 event-time timers the last watermark reaches and the processing-time ones whose position the
 watermark has moved past (docs/semantics.md, "Processing-time timers"). The runners compare
-watermarks instead of positions (operators/ingest_clock.py); they must emit the same rows in
+watermarks instead of positions (operators.ingest_clock); they must emit the same rows in
 the same order per key whether they see the whole log at once (a backfill, the replay) or in
 micro-batches with snapshots in between, woken only when their deadline says so, with an
 ingest clock that knows only the log committed so far (the live engine).

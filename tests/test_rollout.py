@@ -17,13 +17,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from jobs import versions
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
+from jobs.lifecycle import versions
+from jobs.lifecycle.status import pipeline_state
 from jobs.live import run_live, run_rollout, run_stream
 from jobs.runtime.owed_batch import BATCHES_WITHOUT_DATA
-from jobs.settings import PlatformSettings
-from jobs.status import pipeline_state
 from tests.faults.helpers import QUIET, copy_log, make_source, pipelines_of
 from tests.output_tables import OUTPUTS, assert_same, output_tables
 from tests.platform_home import PER_MINUTE, write_pipelines
@@ -157,8 +158,8 @@ def test_the_long_running_job_rolls_out_a_change_without_a_gap(spark, source, cl
     keep arriving throughout."""
     env = copy_log(source, tmp_path / "home", {"per_minute": V1})
     settings = PlatformSettings.from_env(env)
-    stream = settings.platform.streams["events"]
-    first = settings.platform.pipelines["per_minute"]
+    stream = platform_of(settings).streams["events"]
+    first = platform_of(settings).pipelines["per_minute"]
     run_live(spark, stream, max_files_per_trigger=2, **QUIET)  # v1 serves and is live
     stop = threading.Event()
     seen: list[str | None] = []

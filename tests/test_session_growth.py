@@ -1,4 +1,4 @@
-"""Live sessions whose keys only grow skip the session driver (jobs/live/session_growth.py):
+"""Live sessions whose keys only grow skip the session driver (jobs.live.session_growth):
 the rows a micro-batch emits and the state it leaves are the driver's, however the stream is
 cut into micro-batches and whenever timers wake the bucket."""
 

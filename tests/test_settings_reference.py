@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.settings import PlatformSettings, SettingsError
-from jobs.settings_reference import render_markdown, stray_variables
+from jobs.config.errors import SettingsError
+from jobs.config.settings import PlatformSettings
+from jobs.config.settings_reference import render_markdown, stray_variables
 
 REPO = Path(__file__).resolve().parents[1]
 

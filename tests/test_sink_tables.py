@@ -1,5 +1,5 @@
 """The live sink's rows for the window tables, built from a micro-batch's output in Arrow
-(jobs/window_tables.py, jobs/live/fanout.py): each pipeline's assign and late rows become
+(jobs.tables.window_tables, jobs.live.fanout): each pipeline's assign and late rows become
 exactly the ``window_assignments`` rows a row-by-row reading gives, with each window's end
 day in the pipeline's time zone. No Spark."""
 
@@ -11,9 +11,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.days import day_of
 from jobs.live.fanout import PIPELINE_COLUMN, pipeline_rows, stream_output_schema
-from jobs.window_tables import assignment_table, late_table
+from jobs.tables.days import day_of
+from jobs.tables.window_tables import assignment_table, late_table
 from operators.pipeline import parse_pipeline
 from operators.window_operator import DROPPED
 from tests.depth import examples

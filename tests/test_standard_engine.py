@@ -1,4 +1,4 @@
-"""The live stream's engine for standard windows (jobs/live/standard.py) computes, a batch at a
+"""The live stream's engine for standard windows (jobs.live.standard) computes, a batch at a
 time and with numpy, what the operator library's window operator computes record by record:
 the same latest pane of each window (counts, exact sums, means, extremes, pane index, timing,
 last flag: what the tables keep), the same late rows and the same progress rows, whatever the

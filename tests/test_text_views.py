@@ -27,7 +27,7 @@ def parts(draw: st.DrawFn) -> list[list[str]]:
 
 
 def kept(lines: list[str]) -> Lines | list[str]:
-    """A part's lines in the form the reader keeps them (jobs/streams/landing/batch.py)."""
+    """A part's lines in the form the reader keeps them (jobs.streams.landing.batch)."""
     as_bytes = Lines.of("\n".join(lines).encode("utf-8")) if lines else None
     # a last line that is empty is no line of the bytes: such a part stays strings
     return as_bytes if as_bytes is not None and len(as_bytes) == len(lines) else lines

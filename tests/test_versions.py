@@ -1,5 +1,5 @@
-"""A pipeline's versions (jobs/versions.py) and the cohorts of the live job
-(jobs/live/cohorts.py), without Spark: what readers see through any sequence of edits,
+"""A pipeline's versions (jobs.lifecycle.versions) and the cohorts of the live job
+(jobs.live.cohorts), without Spark: what readers see through any sequence of edits,
 computations, switches and retention, against a small model; and which queries a stream's live
 job runs for which versions.
 
@@ -18,10 +18,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from jobs import effective_from, storage, tables, versions
+from jobs import tables
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.lifecycle import effective_from, versions
 from jobs.live import cohorts
-from jobs.registry import Pipeline
-from jobs.settings import PlatformSettings, SettingsError
+from jobs.store import storage
 from tests.depth import examples
 from tests.platform_home import PER_MINUTE, SESSIONS, platform_env
 
@@ -33,14 +36,14 @@ VARIANTS = [PER_MINUTE.replace("allowed_lateness: 30s", f"allowed_lateness: {s}s
 
 def _pipeline(home: Path, text: str, name: str = "counts", **env: str) -> Pipeline:
     environment = {**platform_env(home, {name: text}), **env}
-    return PlatformSettings.from_env(environment).platform.pipelines[name]
+    return platform_of(PlatformSettings.from_env(environment)).pipelines[name]
 
 
 def _computed(pipeline: Pipeline) -> None:
     """Stand-in for a run that wrote the version's results table (no Spark here)."""
     import pyarrow as pa
 
-    from jobs import fast_writes
+    from jobs.store import fast_writes
 
     fast_writes.append(pipeline.table_path(tables.WINDOW_RESULTS),
                        pa.table({"key": ["a", "b"]}))
@@ -110,7 +113,7 @@ def _rows(days: list[str], events: list[int], **more: list) -> pa.Table:
 
 
 def _log_watermark(pipeline: Pipeline, seq: int, watermark_ms: int) -> None:
-    from jobs import fast_writes
+    from jobs.store import fast_writes
 
     fast_writes.append(pipeline.stream.arrival_log,
                        pa.table({"arrival_seq": [seq], "watermark_ms": [watermark_ms]}))
@@ -122,7 +125,8 @@ def test_effective_from_waits_until_the_replaced_days_are_final_then_carries_the
     it serves once the watermark reaches the end of 2026-01-01 plus 30 s, not a millisecond
     before, and its table then holds the replaced version's rows before that day (a column
     the old version did not have is null there) and its own from that day on."""
-    from jobs import fast_writes, rollout
+    from jobs.lifecycle import rollout
+    from jobs.store import fast_writes
 
     home = tmp_path / "home"
     old = _pipeline(home, VARIANTS[0])
@@ -321,7 +325,7 @@ def _version(home: Path, variant: int) -> str:
 def test_a_stream_runs_one_cohort_and_a_changed_pipeline_gets_one_of_its_own(tmp_path):
     home = tmp_path / "home"
     env = platform_env(home, {"a": VARIANTS[0], "b": SESSIONS})
-    platform = PlatformSettings.from_env(env).platform
+    platform = platform_of(PlatformSettings.from_env(env))
     stream = platform.streams["events"]
     a, b = platform.pipelines["a"], platform.pipelines["b"]
     (first,) = cohorts.plan(stream, [a, b], buckets=16, now_ms=1)
@@ -346,7 +350,7 @@ def test_a_stream_runs_one_cohort_and_a_changed_pipeline_gets_one_of_its_own(tmp
 
 def test_a_cohort_never_takes_in_a_version_and_never_leaves_a_live_one_behind(tmp_path):
     env = platform_env(tmp_path / "home", {"a": VARIANTS[0], "b": SESSIONS})
-    platform = PlatformSettings.from_env(env).platform
+    platform = platform_of(PlatformSettings.from_env(env))
     stream = platform.streams["events"]
     a, b = platform.pipelines["a"], platform.pipelines["b"]
     checkpoint = storage.join(stream.checkpoints, "mine")

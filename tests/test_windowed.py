@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from jobs import tables
 from jobs.backfill import run_backfill
 from jobs.generator import GeneratorConfig, generate
-from jobs.streams.landing import ingest
+from jobs.streams.landing.ingestor import ingest
 from jobs.windows import compute_windows
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK

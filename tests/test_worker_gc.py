@@ -1,5 +1,5 @@
 """Spark's Python workers spare the objects alive at a task's start from the full collection
-PySpark runs after every task (jobs/runtime/worker_gc.py), and give them back to it now and
+PySpark runs after every task (jobs.runtime.worker_gc), and give them back to it now and
 then, so a reference cycle frozen while alive is still freed; outside a reused worker they
 freeze nothing. Run in fresh interpreters: the freeze is process-wide."""
 

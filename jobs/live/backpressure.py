@@ -2,7 +2,7 @@
 micro-batch full in the arrival log.
 
 Ingest and the cohorts' queries share the machine's cores. Under a backlog, ingest parses the
-next batch while the last one is appended (jobs/streams/landing/read_ahead.py), and nothing
+next batch while the last one is appended (jobs.streams.landing.read_ahead), and nothing
 stopped it from filling the log faster than the queries read it. Held above its ceiling, the
 live stage then got fewer cores and processed less: 440,000-630,000 events/s on two cores
 against 600,000-675,000 without read-ahead (benchmarks/RESULTS.md). A record ingested while a
@@ -28,7 +28,7 @@ from jobs.runtime.log_files import LogFiles, LogFilesReader
 
 @dataclass(frozen=True)
 class TriggerLimit:
-    """How much of the log one micro-batch of a query reads (jobs/live/log_source.py)."""
+    """How much of the log one micro-batch of a query reads (jobs.live.log_source)."""
 
     max_files: int | None
     max_bytes: int
@@ -39,7 +39,7 @@ class TriggerLimit:
 
     def files_taken(self, sizes: np.ndarray) -> int:
         """How many of the files of ``sizes``, first first, one micro-batch takes: up to the
-        file limit and the byte limit, at least one (as the source, jobs/live/log_source.py)."""
+        file limit and the byte limit, at least one (as the source, jobs.live.log_source)."""
         return files_within_bytes(sizes[:self.max_files or MAX_FILES], self.max_bytes)
 
 

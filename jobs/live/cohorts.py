@@ -1,7 +1,7 @@
 """Which streaming queries a stream's live job runs: cohorts of pipeline versions.
 
 A *cohort* is one streaming query over a stream's arrival log, with a checkpoint of its own,
-running every pipeline version it started with (jobs/live/fanout.py: one read of each
+running every pipeline version it started with (jobs.live.fanout: one read of each
 micro-batch for all of them). Its state was built from the beginning of the log for exactly
 those versions, so:
 
@@ -23,9 +23,9 @@ record sits in its checkpoint (``<checkpoint>/platform/stream.json``)::
 ``source`` is how the query reads the log, fixed for the checkpoint's life (its offsets are
 the source's own): ``delta``, Spark's Delta source (every cohort created before the other
 existed, and those whose engines read payload fields Spark parses), or
-``arrival_positions`` (jobs/live/log_source.py).
+``arrival_positions`` (jobs.live.log_source).
 
-Nothing here needs Spark: the records are small files (jobs/storage.py).
+Nothing here needs Spark: the records are small files (jobs.store.storage).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from jobs import storage
-from jobs.errors import SettingsError
-from jobs.registry import Pipeline
-from jobs.streams import Stream
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline
+from jobs.config.streams import Stream
+from jobs.store import storage
 
 RECORD = ("platform", "stream.json")
 Member = tuple[str, str]
@@ -139,7 +139,7 @@ def new_checkpoint(stream: Stream, members: Iterable[Member], buckets: int,
 def plan(stream: Stream, live: Sequence[Pipeline], buckets: int,
          selected: set[str] | None = None, now_ms: int | None = None) -> list[CohortRun]:
     """The queries that run ``live`` (every live version of the stream's pipelines, from
-    jobs/versions.py): each existing cohort holding a live version runs with its live members
+    jobs.lifecycle.versions): each existing cohort holding a live version runs with its live members
     (those no longer live are dropped), and the live versions no cohort holds start one new
     cohort together. ``selected`` (pipeline names) limits it to the cohorts holding a
     selected pipeline's version: they run whole, since a cohort's members advance together."""

@@ -2,8 +2,8 @@
 
 The live job of a stream runs one streaming query: the arrival log is read once per
 micro-batch, shuffled once by bucket of keys, and handed to Python once per bucket; there
-:class:`PipelineEngines` runs each pipeline's own engine (jobs/live/standard.py,
-jobs/live/keyed.py) over the same rows. Its state is each pipeline's state side by side, its
+:class:`PipelineEngines` runs each pipeline's own engine (jobs.live.standard,
+jobs.live.keyed) over the same rows. Its state is each pipeline's state side by side, its
 timer the earliest of theirs, and its output rows carry the pipeline they belong to
 (``pipeline``), each pipeline's aggregates in columns of their own (``agg<i>_<name>``), so one
 output schema holds them all; the sink splits them again (:func:`pipeline_rows`) and writes
@@ -67,7 +67,7 @@ def stream_output_columns(specs: Sequence[PipelineSpec]) -> list[tuple[str, str]
 
 def stream_output_schema(specs: Sequence[PipelineSpec]) -> pa.Schema:
     """The Arrow schema of the stream's output rows (packed by the stateful stage,
-    jobs/runtime/packing.py)."""
+    jobs.runtime.packing)."""
     return pa.schema([(name, ARROW_TYPES[kind]) for name, kind in stream_output_columns(specs)])
 
 
@@ -124,7 +124,7 @@ class PipelineEngines:
 
     def _tagged(self, outputs: list[list[pd.DataFrame | pa.Table]]) -> list[pa.Table]:
         """Every engine's output in the stream's schema, as one Arrow table (packed as it is,
-        jobs/runtime/packing.py)."""
+        jobs.runtime.packing)."""
         tables = [self._in_stream_schema(part, name, renames)
                   for name, renames, output in zip(self.names, self.renames, outputs,
                                                    strict=True)

@@ -35,7 +35,7 @@ RECORD_COLUMNS = ("arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_m
 class KeyedWindows(SnapshotBucket):
     """One bucket of keys for the operator library (:class:`jobs.runtime.buckets.BucketEngine`).
     ``closed_form``: sessions whose keys only grow skip the driver
-    (jobs/live/session_growth.py)."""
+    (jobs.live.session_growth)."""
 
     def __init__(self, spec: PipelineSpec, *, closed_form: bool = True) -> None:
         self.runner = KeyRunner(spec, record_assignments=True)
@@ -71,7 +71,7 @@ class KeyedWindows(SnapshotBucket):
                       for index, done in grown.driven]
             grown_before = _clocks_of_prefixes(rows, order, slices, grown.driven)
             order, driven = _only(order, driven)
-        # no payload column when no engine of the stream reads one (jobs/live/stream.py)
+        # no payload column when no engine of the stream reads one (jobs.live.stream)
         columns = [_values(rows[name], order) if name in rows else [None] * len(order)
                    for name in RECORD_COLUMNS]
         records = list(zip(*columns, strict=True))
@@ -105,7 +105,7 @@ class KeyedWindows(SnapshotBucket):
 
 def _values(column: pd.Series, order: np.ndarray) -> list[Any]:
     """A column's values at ``order``, for the driver: exact decimals unpacked as
-    nanounits (jobs/runtime/packing.py) become the ``Decimal`` values the operators take."""
+    nanounits (jobs.runtime.packing) become the ``Decimal`` values the operators take."""
     if isinstance(column.dtype, pd.Int64Dtype):
         present = column.notna().to_numpy()[order]
         units = column.to_numpy(dtype=np.int64, na_value=0)[order]

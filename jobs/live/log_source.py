@@ -3,7 +3,7 @@
 Spark's Delta source hands the live query the log's records as rows: the JVM decodes each
 Parquet value (a ``BigInteger`` per ``DECIMAL(38, 9)`` value), builds a row, and writes it
 into Arrow again for the Python worker that packs the records by bucket
-(jobs/runtime/packing.py). Offline, over the same 4 M records, that path cost 3.1 to 4.3 µs of
+(jobs.runtime.packing). Offline, over the same 4 M records, that path cost 3.1 to 4.3 µs of
 CPU a record; Python workers reading the Parquet files with Arrow's C++ reader and packing
 them cost 0.9 to 1.0 (benchmarks/RESULTS.md). So a cohort created since then reads its log
 through this source (a PySpark Python data source), and the JVM sees only the packs: a few

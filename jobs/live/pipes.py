@@ -33,6 +33,8 @@ from typing import Any
 
 from dagster_pipes import PipesEnvVarParamsLoader, open_dagster_pipes
 
+from jobs.config.registry import platform_of
+
 
 def _jsonable(value: object) -> object:
     if isinstance(value, dt.date | dt.datetime):
@@ -54,19 +56,20 @@ def _ingest_message(report) -> dict[str, Any]:
 
 def _stream(name: str | None):
     """The settings' stream of that name (the only one when not given)."""
-    from jobs.settings import PlatformSettings, SettingsError
+    from jobs.config.errors import SettingsError
+    from jobs.config.settings import PlatformSettings
 
     settings = PlatformSettings.from_env()
-    streams = settings.platform.streams
+    streams = platform_of(settings).streams
     if name is None:
         if len(streams) != 1:
             raise SettingsError(f"--stream: give one of {', '.join(streams)}")
         return settings, next(iter(streams.values()))
-    return settings, settings.platform.select_streams([name])[0]
+    return settings, platform_of(settings).select_streams([name])[0]
 
 
 def run_once(pipes, progress: Callable[[str], None], args: argparse.Namespace) -> None:
-    from jobs.live.increment import run_increment
+    from jobs.increment import run_increment
     from jobs.session import spark_for
 
     settings, stream = _stream(args.stream)

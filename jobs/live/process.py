@@ -7,7 +7,7 @@ needs, runs each key's records in arrival order through
 :class:`~operators.process_pipeline.ProcessRunner` (the very runner the backfill and the replay
 command use), fires the key's due timers at the watermark reached, and saves the keys back.
 
-Rows (the stream's output schema, jobs/live/fanout.py): ``output`` (the function's row in
+Rows (the stream's output schema, jobs.live.fanout): ``output`` (the function's row in
 ``agg_<column>``, with ``key`` and ``emission``), ``late`` (a record that arrived behind the
 watermark) and one ``progress`` row per call with records.
 """

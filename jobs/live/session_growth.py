@@ -21,7 +21,7 @@ key's stored state is such a session (or nothing), and each record touches the s
 the key's clock (the largest watermark it has seen) is still before that session's end. A
 straggler that touches the session's start would move it, and the closed form stops there.
 The backfill's plain groups follow the same rule but for the stragglers, which are groups of
-their own there (jobs/runtime/plain_sessions.py); here it starts from the stored session.
+their own there (jobs.runtime.plain_sessions); here it starts from the stored session.
 When every record of the key keeps it and the batch's watermark does not reach the grown
 session's end, the key is done; otherwise the grown session is stored and the driver goes on
 from it with the key's remaining records (a record behind the watermark, a new session beside
@@ -235,7 +235,7 @@ def _together(parts: list[pa.RecordBatch]) -> pa.RecordBatch | None:
 def _units(column: pd.Series, order: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The values at ``order`` as int64 nanounits and which are present, or ``None`` when
     one needs more than 64 bits. The column holds nanounits already where the processor
-    unpacked them so (jobs/runtime/packing.py), else ``Decimal`` or ``None``."""
+    unpacked them so (jobs.runtime.packing), else ``Decimal`` or ``None``."""
     if isinstance(column.dtype, pd.Int64Dtype):
         return (column.to_numpy(dtype=np.int64, na_value=0)[order],
                 column.notna().to_numpy()[order])

@@ -2,7 +2,7 @@
 their late-data metrics every so often.
 
 :class:`StreamSink` is the query's ``foreachBatch``: it takes the micro-batch's output to the
-driver once, splits it by pipeline (jobs/live/fanout.py) and has each pipeline's
+driver once, splits it by pipeline (jobs.live.fanout) and has each pipeline's
 :class:`PipelineSink` write its tables, all pipelines at once (independent Delta tables).
 
 A micro-batch may run again after a failure (Spark re-runs the batch that was not committed to
@@ -25,7 +25,7 @@ seconds (every batch when the interval is 0) and when the stream stops:
   records it consumed, the quarantined lines of the ingest batches it finished), computed for
   all the batches since the last flush at once (for standard windows from the batches'
   records in the arrival log, for the others from their window assignments, both with
-  numpy in the driver, jobs/live/lateness.py), appended unless already there. Each batch's
+  numpy in the driver, jobs.lateness.metrics), appended unless already there. Each batch's
   summary is kept in a small file in the checkpoint until it is flushed, so a crash between two
   flushes loses none;
 - per day: the days the batches touched, recomputed as the backfill computes them (from the
@@ -50,19 +50,17 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
-from jobs import fast_writes, storage, tables
-from jobs.delta_io import (
-    append_idempotent,
-    read_table_or_none,
-)
-from jobs.live import lateness
-from jobs.live.day_tallies import DayTallies
+from jobs import tables
+from jobs.config.registry import Pipeline
+from jobs.config.streams import Stream
+from jobs.lateness import metrics as lateness
+from jobs.lateness.day_tallies import DayTallies
 from jobs.live.fanout import pipeline_rows
-from jobs.registry import Pipeline
 from jobs.runtime.packing import unpack_output
-from jobs.storage import Files
-from jobs.streams import Stream
-from jobs.window_tables import (
+from jobs.store import fast_writes, storage
+from jobs.store.delta_io import append_idempotent, read_table_or_none
+from jobs.store.storage import Files
+from jobs.tables.window_tables import (
     LATENESS_COLUMNS,
     assignment_table,
     day_metrics,
@@ -70,8 +68,8 @@ from jobs.window_tables import (
     results_table,
     rows_of_kind,
 )
-from jobs.window_tables import column_max as pc_max
-from jobs.window_tables import column_min as pc_min
+from jobs.tables.window_tables import column_max as pc_max
+from jobs.tables.window_tables import column_min as pc_min
 from jobs.windows.vectorised import standard_day_metrics
 
 BATCH_METRICS = tables.BATCH_METRICS
@@ -133,7 +131,7 @@ class PipelineSink:
 
     @property
     def key(self) -> str:
-        """The cohort's name of this version (jobs/live/cohorts.py): its rows and state."""
+        """The cohort's name of this version (jobs.live.cohorts): its rows and state."""
         return f"{self.pipeline.name}@{self.pipeline.version}"
 
     def __post_init__(self) -> None:
@@ -148,7 +146,7 @@ class PipelineSink:
         self.folder = storage.join(self.checkpoint, "platform", "batches", self.key) \
             if self.checkpoint else None
         # the first batch with output is flushed at once: the metrics show up as the stream
-        # starts, and the per-day tallies (jobs/live/day_tallies.py) read the days whole
+        # starts, and the per-day tallies (jobs.lateness.day_tallies) read the days whole
         # while the log is at its smallest
         self.last_flush = float("-inf")
         if self.folder:  # batches a crash left unflushed
@@ -218,7 +216,7 @@ class PipelineSink:
         spec = self.pipeline.spec
         zone = self.pipeline.time_zone
         # panes, late and progress rows are few, and go through pandas; a session pipeline's
-        # assignments are a row per record and stay Arrow (jobs/window_tables.py)
+        # assignments are a row per record and stay Arrow (jobs.tables.window_tables)
         panes, late, progress = (rows_of_kind(rows, name).to_pandas()
                                  for name in ("pane", "late", "progress"))
         fates = assignment_table(rows, zone) if not spec.is_standard_window else None
@@ -419,7 +417,7 @@ class PipelineSink:
 
     def _standard_lateness(self, consumed: list[dict]) -> dict[int, dict]:
         """The batches' lateness, from their records in the arrival log, without Spark
-        (jobs/live/lateness.py)."""
+        (jobs.lateness.metrics)."""
         if not consumed:
             return {}
         low = min(s["first_arrival_seq"] for s in consumed)
@@ -433,7 +431,7 @@ class PipelineSink:
 
     def _assigned_lateness(self, consumed: list[dict]) -> dict[int, dict]:
         """The batches' lateness, from the window assignments the operator library wrote for
-        their records, without Spark (jobs/live/lateness.py)."""
+        their records, without Spark (jobs.lateness.metrics)."""
         if not consumed:
             return {}
         low = min(s["first_arrival_seq"] for s in consumed)
@@ -471,7 +469,7 @@ class PipelineSink:
         """The days' metrics of a standard-window pipeline, as the backfill computes them, from
         the whole log (not just what the stream has seen: a backfill running at the same time
         writes these days from the whole log, and no writer may leave them older), from
-        running per-day tallies (jobs/live/day_tallies.py: each flush reads only what the log
+        running per-day tallies (jobs.lateness.day_tallies: each flush reads only what the log
         gained since the last one); in the schema of Spark's computation."""
         if self._day_tallies is None:
             self._day_tallies = DayTallies(self.pipeline.spec, self.pipeline.time_zone,
@@ -550,7 +548,7 @@ class PipelineSink:
     def _refresh_day_metrics(self, first_ms: int, last_ms: int) -> None:
         """The days the batches' records can touch (their windows' end days and their ingest
         days, where quarantine counts go), recomputed as the backfill computes them."""
-        from jobs.days import day_of
+        from jobs.tables.days import day_of
 
         spec = self.pipeline.spec
         zone = self.pipeline.time_zone
@@ -580,7 +578,7 @@ class StreamSink:
     sinks: list[PipelineSink]
     """One per pipeline, in the order of the query's engines."""
     output_schema: pa.Schema
-    """The stream's output rows, which come packed (jobs/runtime/packing.py)."""
+    """The stream's output rows, which come packed (jobs.runtime.packing)."""
     progress: Callable[[str], None] = print
     batches: list[dict] = field(default_factory=list)
     """One per micro-batch written: its id, records, arrival range, per pipeline its panes
@@ -599,8 +597,8 @@ class StreamSink:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         # the batch's output (panes, late rows, window assignments, progress rows) comes to
-        # the driver once, in packs (jobs/runtime/packing.py), and is written from there
-        # (jobs/fast_writes.py)
+        # the driver once, in packs (jobs.runtime.packing), and is written from there
+        # (jobs.store.fast_writes)
         packed = batch.toArrow()  # runs the micro-batch's stages
         computed = time.monotonic()  # Spark's part ends here; unpacking is the driver's
         rows = unpack_output(packed, self.output_schema)

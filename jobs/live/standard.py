@@ -2,7 +2,7 @@
 
 For tumbling and sliding windows with the event-time trigger and built-in aggregates, a
 window's latest pane is a function of its counts of on-time and late-within-lateness records,
-its aggregates and the watermark reached (jobs/windows/vectorised.py, :func:`pane_fields`). So
+its aggregates and the watermark reached (jobs.windows.vectorised, :func:`pane_fields`). So
 the live state of a bucket of keys is one table of the open windows with those counts and
 partial aggregates, updated per micro-batch with vectorised operations (numpy, no Python per
 record): assign the batch's records to windows, classify them by their recorded watermark,
@@ -19,7 +19,7 @@ bits of nanounits.
 Aggregates are exact: decimals become integers of nanounits (``value * 10**9``), summed and
 compared exactly, and turned back into ``DECIMAL(38, 9)`` values when a pane is emitted. The
 state holds them as Python integers (unbounded); a batch's values that came unpacked as 64-bit
-nanounits (jobs/runtime/packing.py) are summed with numpy when no sum of them can leave 64
+nanounits (jobs.runtime.packing) are summed with numpy when no sum of them can leave 64
 bits, as ``Decimal`` values are not. ``mean`` is the exact sum as the nearest double divided
 by the count, as Spark computes it.
 """
@@ -64,7 +64,7 @@ def _nanounits(values: np.ndarray) -> np.ndarray:
 
 def _units_of(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """A column's values as integers of nanounits and which are present. A column unpacked
-    as ``Int64`` nanounits (jobs/runtime/packing.py) stays int64 when no sum of its values
+    as ``Int64`` nanounits (jobs.runtime.packing) stays int64 when no sum of its values
     can leave 64 bits; otherwise Python integers (object), as from ``Decimal`` values."""
     if isinstance(column.dtype, pd.Int64Dtype):
         present = column.notna().to_numpy()

@@ -1,9 +1,9 @@
 """The live stream of a stream's pipelines: Structured Streaming over its arrival log, state in
 Spark's state store.
 
-A stream's pipelines run in *cohorts* (jobs/live/cohorts.py): one streaming query per cohort,
+A stream's pipelines run in *cohorts* (jobs.live.cohorts): one streaming query per cohort,
 normally one per stream, each micro-batch read once and fed to every pipeline version of the
-cohort (jobs/live/fanout.py), each version's tables written on their own (jobs/live/sink.py).
+cohort (jobs.live.fanout), each version's tables written on their own (jobs.live.sink).
 ``run_live`` processes everything ingested since the last run and stops (what Dagster launches
 after an ingest); :func:`run_stream` is the long-running job: one process, one Spark, ingesting
 new landing files as they finish while the cohorts turn them into the pipelines' tables.
@@ -11,13 +11,13 @@ Either way the checkpoints make a stop at any point, or a crash, lose and duplic
 Spark re-runs the uncommitted batch and every write is idempotent.
 
 The live versions of a pipeline are the one readers see and, after its description changed,
-the new one (jobs/versions.py): the new version runs in a cohort of its own from the beginning
-of the arrival log, beside the serving one, and readers switch to it once it has caught up
-(:mod:`jobs.rollout`), inside the long-running job or at the end of ``run_live``.
+the new one (jobs.lifecycle.versions): the new version runs in a cohort of its own from the
+beginning of the arrival log, beside the serving one, and readers switch to it once it has caught up
+(:mod:`jobs.lifecycle.rollout`), inside the long-running job or at the end of ``run_live``.
 
-The stream groups records by *bucket* of keys (jobs/runtime/buckets.py): standard windows run
-the backfill's closed form incrementally (jobs/live/standard.py), every other pipeline runs
-the operator library per key (jobs/live/keyed.py), many keys per Python call either way.
+The stream groups records by *bucket* of keys (jobs.runtime.buckets): standard windows run
+the backfill's closed form incrementally (jobs.live.standard), every other pipeline runs
+the operator library per key (jobs.live.keyed), many keys per Python call either way.
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import rollout, versions
-from jobs.delta_io import table_exists
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.streams import Stream
+from jobs.console.progress import heartbeat
+from jobs.lifecycle import rollout, versions
 from jobs.live import cohorts
 from jobs.live.backpressure import IngestBackpressure, TriggerLimit
 from jobs.live.cohorts import CohortRun, member_key, member_of
 from jobs.live.fanout import PipelineEngines, stream_output_schema
 from jobs.live.log_source import byte_count, packed_arrivals
 from jobs.live.sink import PipelineSink, StreamSink, app_id_for
-from jobs.progress import heartbeat
-from jobs.registry import Pipeline
 from jobs.runtime import INPUT_COLUMNS, check_runnable, owed_batch
 from jobs.runtime.buckets import BUCKET_COLUMN, BucketProcessor, bucket_column, with_event_time
 from jobs.runtime.key_runner import reads_payload
@@ -50,8 +51,7 @@ from jobs.runtime.packing import (
     pack_by_bucket,
     rows_only_arrow_batches,
 )
-from jobs.settings import SettingsError
-from jobs.streams import Stream
+from jobs.store.delta_io import table_exists
 from jobs.windows.vectorised import field_column
 from operators.pipeline import PipelineSpec
 from operators.process_pipeline import user_error_in
@@ -68,7 +68,7 @@ STREAM_SETTINGS = {
 @dataclass
 class LiveReport:
     batches: list[dict] = field(default_factory=list)
-    """One per micro-batch of every cohort (jobs/live/sink.py, ``StreamSink.batches``)."""
+    """One per micro-batch of every cohort (jobs.live.sink, ``StreamSink.batches``)."""
     ingested: int = 0
     """Records ingested by the long-running job (``run_stream``)."""
     days: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -119,10 +119,10 @@ def live_pipelines(stream: Stream, pipelines: list[Pipeline] | None = None,
                    progress: Callable[[str], None] = print) -> list[Pipeline]:
     """The versions to compute live of ``pipelines`` (default: every pipeline of the stream),
     each checked to read the stream and to be runnable: the version readers see and, while one
-    is pending, the file's version too (jobs/versions.py, which records a file's version and
+    is pending, the file's version too (jobs.lifecycle.versions, which records a file's version and
     lets the first one serve, or a restored one serve again, here)."""
     if pipelines is None:
-        pipelines = stream.settings.platform.pipelines_of(stream.name)
+        pipelines = platform_of(stream.settings).pipelines_of(stream.name)
     if not pipelines:
         raise SettingsError(f"stream {stream.name}: no pipeline reads it (PLATFORM_PIPELINES)")
     found: list[Pipeline] = []
@@ -143,7 +143,7 @@ def all_live(stream: Stream) -> list[Pipeline]:
     """Every live version of every pipeline of the stream, read only (nothing recorded): what
     keeps a cohort's member from being dropped."""
     found = []
-    for pipeline in stream.settings.platform.pipelines_of(stream.name):
+    for pipeline in platform_of(stream.settings).pipelines_of(stream.name):
         try:
             found.extend(versions.live_versions(pipeline))
         except SettingsError:
@@ -199,7 +199,7 @@ def input_columns(specs: list[PipelineSpec]) -> dict[str, Column]:
 
 def log_columns(specs: list[PipelineSpec]) -> list[str] | None:
     """The log's columns the engines read when that is all they read, which the source by
-    arrival position can pack (jobs/live/log_source.py); ``None`` when Spark computes some
+    arrival position can pack (jobs.live.log_source); ``None`` when Spark computes some
     of their input (a payload field a standard window aggregates)."""
     columns = input_columns(specs)
     return list(columns) if set(columns) <= set(INPUT_COLUMNS) else None
@@ -207,7 +207,7 @@ def log_columns(specs: list[PipelineSpec]) -> list[str] | None:
 
 def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -> DataFrame:
     """The engines' input (:func:`input_columns`) from Spark's Delta source, packed by bucket
-    (jobs/runtime/packing.py), with Spark's event time."""
+    (jobs.runtime.packing), with Spark's event time."""
     records = arrivals.select(*input_columns(specs).values()).withColumn(
         BUCKET_COLUMN, bucket_column(buckets))
     return with_event_time(pack_by_bucket(records, BUCKET_COLUMN), PACKED_WATERMARK)
@@ -253,8 +253,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
                  on_flush: Callable[[list[dict]], None] | None = None,
                  on_batch: Callable[[dict], None] | None = None,
                  ) -> tuple[StreamingQuery, StreamSink]:
-    """Start one cohort's query: its record claimed (jobs/live/cohorts.py), each version
-    recorded (jobs/versions.py) before anything of it is written."""
+    """Start one cohort's query: its record claimed (jobs.live.cohorts), each version
+    recorded (jobs.lifecycle.versions) before anything of it is written."""
     source = stream.arrival_log
     if not table_exists(spark, source):
         raise FileNotFoundError(f"no arrival log at {source}: run ingest first")
@@ -350,7 +350,7 @@ def run_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | No
                 report.note(done)
                 progress(done.said())
     for pipeline in {p.name: p for p in (pipelines or
-                                         stream.settings.platform.pipelines_of(stream.name))
+                                         platform_of(stream.settings).pipelines_of(stream.name))
                      }.values():
         rollout.prune(pipeline, progress)
     progress(report.summary())
@@ -492,7 +492,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 on_batch: Callable[[dict], None] | None, buckets: int,
                 on_switch: Callable[[rollout.Switched], None] | None,
                 registry_poll_s: float) -> LiveReport:
-    from jobs.streams import ingestor as ingestor_for
+    from jobs.streams.ingestors import ingestor as ingestor_for
 
     quiet_since = [time.monotonic()]
 
@@ -534,7 +534,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
         stop.wait(poll_s)
         ingest_once()
     if not arrival_end[0]:  # restarted over a log ingested before
-        from jobs.table_stats import max_column_value
+        from jobs.store.table_stats import max_column_value
 
         last = max_column_value(stream.arrival_log, "arrival_seq")
         arrival_end[0] = int(last) + 1 if last is not None else 0
@@ -643,7 +643,7 @@ class _RegistryWatcher:
         if time.monotonic() - self.last < self.poll_s:
             return []
         self.last = time.monotonic()
-        from jobs.registry import load_platform
+        from jobs.config.registry import load_platform
 
         try:
             platform = load_platform(self.stream.settings)

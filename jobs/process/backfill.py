@@ -1,5 +1,5 @@
 """A process pipeline's backfill: every key's whole history through the per-key runner
-(operators/process_pipeline.py) on Spark's executors, its timers fired at the log's last
+(operators.process_pipeline) on Spark's executors, its timers fired at the log's last
 watermark, then its tables replaced for the days asked.
 
 A process function's state carries from the log's first record of a key to its last, so a
@@ -19,14 +19,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.days import day_of_column
-from jobs.delta_io import read_table_or_none, replace_range
+from jobs.config.registry import Pipeline
+from jobs.console.progress import heartbeat
 from jobs.process import rows as process_rows
 from jobs.process.tables import EVENT_DATE, OUTPUT, OUTPUT_DATE, output_schema
-from jobs.progress import heartbeat
-from jobs.registry import Pipeline
 from jobs.runtime.key_partitions import map_keys
-from jobs.table_stats import rows_written
+from jobs.store.delta_io import read_table_or_none, replace_range
+from jobs.store.table_stats import rows_written
+from jobs.tables.days import day_of_column
 from operators.process_pipeline import ProcessRunner, user_error_in
 
 

@@ -1,4 +1,4 @@
-"""A process pipeline's rows, between the per-key runner (operators/process_pipeline.py) and
+"""A process pipeline's rows, between the per-key runner (operators.process_pipeline) and
 Delta: records from arrival-log rows, and output and late rows as Arrow tables or, for the
 backfill's Spark job, as one flat frame (the user's row as JSON, which round-trips every
 declared type exactly)."""
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from jobs import fast_writes
 from jobs.process.tables import EVENT_DATE, LATE_SCHEMA, OUTPUT_DATE, output_schema
+from jobs.store import fast_writes
 from operators.pipeline import PipelineSpec
 from operators.process_pipeline import Emitted, Record
 

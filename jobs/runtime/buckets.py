@@ -6,8 +6,8 @@ of keys paid thousands of calls and round trips (the live stream ran at a few hu
 per second). Here the grouping key is a *bucket* of keys (``pmod(xxhash64(key), buckets)``):
 one call per bucket gets all its keys' new rows as one frame, the bucket's state is one value
 (an engine-defined blob, e.g. Arrow IPC bytes), and the bucket has one Spark timer, at the
-earliest moment any of its keys needs waking. Engines (jobs/live/standard.py,
-jobs/live/keyed.py, the Nexmark queries) implement :class:`BucketEngine`; this module is the
+earliest moment any of its keys needs waking. Engines (jobs.live.standard,
+jobs.live.keyed, the Nexmark queries) implement :class:`BucketEngine`; this module is the
 bridge they share.
 
 Timers: every record carries the watermark recorded in the arrival log, and engines fire
@@ -84,7 +84,7 @@ def with_event_time(arrivals: DataFrame, watermark: str = "watermark_ms") -> Dat
 class BucketProcessor(StatefulProcessor):
     """Runs an engine per bucket and call; keeps its blob and its one timer in Spark.
     ``packed``: the input rows are packs of records; ``packed_output``: the Arrow schema of
-    the engine's output rows, which then leave each call packed (jobs/runtime/packing.py)."""
+    the engine's output rows, which then leave each call packed (jobs.runtime.packing)."""
 
     def __init__(self, make_engine: Callable[[], BucketEngine], packed: bool = False,
                  decimals_as_units: bool = False, packed_output: pa.Schema | None = None
@@ -153,7 +153,7 @@ class BucketProcessor(StatefulProcessor):
 
     def close(self) -> None:
         # the task's end: the engine and its state were made after the task's freeze
-        # (jobs/runtime/worker_gc.py); nothing of them outlives it
+        # (jobs.runtime.worker_gc); nothing of them outlives it
         self.engine = self.state = self.handle = None
 
 

@@ -1,5 +1,5 @@
 """The ingest clock of a stream's arrival log for process functions' processing-time timers
-(operators/ingest_clock.py), read from the Delta table by the Python process that needs it:
+(operators.ingest_clock), read from the Delta table by the Python process that needs it:
 a live engine on an executor, or a backfill's per-key function.
 
 It is read only when a function registers a processing-time timer, and then incrementally:
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.fast_writes import delta_uri
 from jobs.runtime.log_files import read_log_file
+from jobs.store.fast_writes import delta_uri
 from operators.ingest_clock import IngestClock
 
 COLUMNS = ("arrival_seq", "ingest_time_ms", "watermark_ms")

@@ -1,8 +1,8 @@
 """One key's records through the window operator, as output rows.
 
-The live stream (keys' state in RocksDB between micro-batches, jobs/live/keyed.py) and the
+The live stream (keys' state in RocksDB between micro-batches, jobs.live.keyed) and the
 keyed backfill (``mapInPandas`` over partitions cut at key boundaries,
-jobs/runtime/key_partitions.py) both feed a key's records in arrival order to the same
+jobs.runtime.key_partitions) both feed a key's records in arrival order to the same
 ``WindowDriver`` and turn what it emits into the same rows; this module is that shared part, so
 the two runtimes cannot drift apart.
 
@@ -217,7 +217,7 @@ class KeyRunner:
     def output(self, rows: list[dict[str, Any]], computed: Sequence[pa.RecordBatch] = ()
                ) -> pa.Table | pd.DataFrame:
         """The rows as an Arrow table where :func:`arrow_schema` allows (the live stream packs
-        them as they are, jobs/runtime/packing.py), else as :meth:`frame`. ``computed``:
+        them as they are, jobs.runtime.packing), else as :meth:`frame`. ``computed``:
         rows already in Arrow (of :func:`arrow_schema`), put before ``rows``."""
         if self.arrow_schema is None:
             return self.frame(rows, computed)

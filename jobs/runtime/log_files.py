@@ -2,8 +2,8 @@
 
 Ingest appends each record once, in the order of its position, so each data file holds a run
 of positions, which the Delta log's statistics name. The live source by arrival position
-(jobs/live/log_source.py) plans its micro-batches from them, and the ingest clock of process
-functions (jobs/runtime/ingest_clock.py) reads the files after a position.
+(jobs.live.log_source) plans its micro-batches from them, and the ingest clock of process
+functions (jobs.runtime.ingest_clock) reads the files after a position.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs import storage
+from jobs.store import storage
 
 
 def read_log_file(location: str, path: str, columns: Sequence[str]) -> pa.Table:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs import storage
+from jobs.store import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -143,7 +143,7 @@ def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame
     """The records of a bucket's packed rows, as one frame. With ``decimals_as_units``, a
     ``DECIMAL(38, 9)`` column whose values all fit 64 bits comes as exact integers of
     nanounits (``Int64``: the decimal's own unscaled integer, read from Arrow's buffer), not
-    one Python ``Decimal`` per value (jobs/live/standard.py folds them with numpy)."""
+    one Python ``Decimal`` per value (jobs.live.standard folds them with numpy)."""
     tables = [pa.ipc.open_stream(blob).read_all() for blob in frame[PACKED_COLUMN]]
     table = pa.concat_tables(tables)
     units = {}

@@ -50,7 +50,7 @@ from operators.window_operator import LATE, ON_TIME, ON_TIME_CLASS
 
 _LONGEST_SPAN = 2**61
 """Gap plus lateness below this keep every bound computed here within an int64 (ingest
-refuses event times beyond ±2**62, jobs/streams/landing/parsing.py); a pipeline beyond it
+refuses event times beyond ±2**62, jobs.streams.landing.parsing); a pipeline beyond it
 runs every group on the driver."""
 
 SAFE_SUM = 2.0**62

@@ -5,10 +5,10 @@ The master and any Spark or Delta setting come from the platform settings
 ``PLATFORM_SHUFFLE_PARTITIONS``); ``local[2]`` is the embedded default.
 
 On a cluster (any master but ``local[...]``) the session ships the project's code to the
-executors and checks that they can import it (jobs/session/shipping.py).
+executors and checks that they can import it (jobs.session.shipping).
 
 Delta's jars (and any ``spark.jars.packages`` the user adds) come from Maven Central on the
-first start and from the files remembered then on later ones (jobs/session/jars.py); when the
+first start and from the files remembered then on later ones (jobs.session.jars); when the
 first resolution fails the JVM dies before Python gets a port, with an error that does not say
 why, so we say it.
 """
@@ -27,7 +27,7 @@ from jobs.session.console import jvm_log, jvm_output_to
 from jobs.session.shipping import check_executors, is_cluster, ship_project
 
 if TYPE_CHECKING:
-    from jobs.settings import PlatformSettings
+    from jobs.config.settings import PlatformSettings
 
 DELTA_CONFIGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -67,7 +67,7 @@ def get_spark(master: str = "local[2]", shuffle_partitions: int = 4,
               app_name: str = "eventtime-platform", extra: dict[str, str] | None = None,
               log: str | None = None) -> SparkSession:
     """Start (or reuse) the Delta-enabled session; a JVM started here writes its output to
-    ``log`` (jobs/session/console.py) when one is given."""
+    ``log`` (jobs.session.console) when one is given."""
     config = session_settings(master, shuffle_partitions, app_name, extra)
     builder = SparkSession.builder
     for key, value in config.items():
@@ -81,14 +81,14 @@ def session_settings(master: str, shuffle_partitions: int, app_name: str,
     remembered from an earlier start, else the packages to resolve) and SQL extensions, the
     local defaults, then the user's ``extra`` (``spark.jars.packages`` and ``spark.jars`` in
     it are added to Delta's, not replacing them), and the class archive
-    (jobs/session/classes.py) before the user's own Java options."""
+    (jobs.session.classes) before the user's own Java options."""
     extra = dict(extra or {})
     wanted = jars.packages(extra.pop("spark.jars.packages", ""))
     user_jars = [jar for jar in extra.pop("spark.jars", "").split(",") if jar]
     config = {"spark.master": master, "spark.app.name": app_name, **DELTA_CONFIGS,
               **LOCAL_CONFIGS, "spark.sql.shuffle.partitions": str(shuffle_partitions), **extra}
     archive = classes.usable_archive()
-    for role in ("driver", "executor"):  # the class archive, if any (jobs/session/classes.py)
+    for role in ("driver", "executor"):  # the class archive, if any (jobs.session.classes)
         name = f"spark.{role}.extraJavaOptions"
         java_options = classes.java_options(config.get(name, ""), archive)
         if java_options:

@@ -1,5 +1,5 @@
 """``python -m jobs.session``: build the class-data archive of Spark's driver, once per
-installation (``./platform setup`` runs it; jobs/session/classes.py says why)."""
+installation (``./platform setup`` runs it; jobs.session.classes says why)."""
 
 import sys
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import pyspark
 
 from jobs.session import jars as spark_jars
-from jobs.storage import write_small_text
+from jobs.store.storage import write_small_text
 
 WARM_UP = "jobs.warm_up"
 """The representative job the archive is dumped from (named, not imported: the session must not

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pyspark
 
-from jobs.storage import write_small_text
+from jobs.store.storage import write_small_text
 
 IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
 """Maven Central only (Spark's default chain also asks repos.spark-packages.org); Ivy's cache
@@ -41,7 +41,7 @@ def delta_package() -> str:
 
 def kafka_package() -> str:
     """Spark's own Kafka source for the installed pyspark (Kafka streams' ingest reads with it,
-    jobs/streams/kafka/)."""
+    jobs.streams.kafka)."""
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 
 

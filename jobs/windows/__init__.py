@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from jobs.window_tables import WindowOutputs
+from jobs.tables.window_tables import WindowOutputs
 from operators.pipeline import PipelineSpec
 
 
@@ -20,7 +20,7 @@ def compute_windows(arrivals: DataFrame, quarantine: DataFrame | None, spec: Pip
     """Results (latest pane per key and window), late records and metrics for the windows
     whose end day is within ``[first_day, last_day]`` (all days when omitted).
     ``log_ranges``: the log's ``(min, max)`` per column when known from file statistics
-    (jobs/table_stats.py), which spares the standard windows a Spark job."""
+    (jobs.store.table_stats), which spares the standard windows a Spark job."""
     if spec.is_standard_window:
         from jobs.windows.vectorised import compute_standard_windows
 

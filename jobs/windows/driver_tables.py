@@ -7,8 +7,8 @@ themselves (benchmarks/RESULTS.md). Both depend on each record's event time and 
 watermark alone (:func:`jobs.windows.vectorised.classify`), and both are small beside the log.
 So the driver reads the pinned snapshot of the log through ``deltalake`` in record batches
 (memory stays bounded however long the range), classifies each batch with numpy as the live
-sink does (jobs/live/lateness.py, ``assignments``), keeps the dropped assignments as late rows
-and folds each batch into per-day tallies (jobs/live/day_tallies.py), while Spark computes the
+sink does (jobs.lateness.metrics, ``assignments``), keeps the dropped assignments as late rows
+and folds each batch into per-day tallies (jobs.lateness.day_tallies), while Spark computes the
 results. The rows are those of Spark's computation: tests/test_backfill_driver_tables.py holds
 the written tables equal, row for row, to Spark's.
 
@@ -33,10 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs import tables
-from jobs.days import DAY_MS, day_start_utc_ms, reach_bounds
-from jobs.fast_writes import arrow_schema, delta_uri, table_exists
-from jobs.live.day_tallies import DayCalendar, DayTally, fate_tallies, tallies
-from jobs.live.lateness import assignments, fate_codes
+from jobs.lateness.day_tallies import DayCalendar, DayTally, fate_tallies, tallies
+from jobs.lateness.metrics import assignments, fate_codes
+from jobs.store.fast_writes import arrow_schema, delta_uri, table_exists
+from jobs.tables.days import DAY_MS, day_start_utc_ms, reach_bounds
 from operators.pipeline import PipelineSpec
 
 DRIVER_RECORDS = 20_000_000
@@ -135,7 +135,7 @@ def _quarantined(quarantine_path: str, first_day: str, last_day: str) -> np.ndar
     (a day of margin either side)."""
     if not table_exists(quarantine_path):
         return _EMPTY
-    from jobs.fast_writes import read_columns
+    from jobs.store.fast_writes import read_columns
 
     start, end = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
     lines = read_columns(quarantine_path, ["ingest_time_ms"],
@@ -153,7 +153,7 @@ def assigned_metrics(assignments_path: str, version: int | None, quarantine_path
                      metrics_schema: pa.Schema) -> pa.Table:
     """The metrics rows of ``[first_day, last_day]`` from the ``window_assignments`` table
     (at ``version``; ``None``: the newest) and the quarantine as it is now: what
-    ``jobs.window_tables.day_metrics`` gives over the same rows."""
+    ``jobs.tables.window_tables.day_metrics`` gives over the same rows."""
     from deltalake import DeltaTable
 
     batches: Iterable[pa.RecordBatch] = ()

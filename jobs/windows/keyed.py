@@ -4,7 +4,7 @@ Spark's expressions cannot replay a session window (sessions merge as records ar
 record late for its own session may still bridge two live ones), a count or delta trigger, an
 evictor or a continuous trigger. For those pipelines the backfill runs the very runtime the live
 stream runs (:class:`jobs.runtime.key_runner.KeyRunner`) over each key's whole history in
-arrival order (jobs/runtime/key_partitions.py: one Python call per partition), then fires the
+arrival order (jobs.runtime.key_partitions: one Python call per partition), then fires the
 key's timers at the log's last recorded watermark, which is where the live stream's final
 ``AvailableNow`` batch fires them. Keys are independent, so Spark spreads them over its
 cores; there is no replay of micro-batches.
@@ -27,7 +27,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.days import window_end_date
 from jobs.runtime import INPUT_COLUMNS, check_runnable, plain_sessions
 from jobs.runtime.key_partitions import (
     map_keys,
@@ -35,7 +34,8 @@ from jobs.runtime.key_partitions import (
     map_whole_keys_to_arrow,
 )
 from jobs.runtime.key_runner import KeyRunner, arrow_schema, output_schema
-from jobs.window_tables import (
+from jobs.tables.days import window_end_date
+from jobs.tables.window_tables import (
     WindowOutputs,
     assignment_rows,
     day_metrics,
@@ -57,7 +57,7 @@ def _key_function(spec: PipelineSpec, log_watermark: int
 def emitted_rows(arrivals: DataFrame, spec: PipelineSpec, log_watermark: int) -> DataFrame:
     """Panes (the latest per key and window), late rows and assignment rows of every key;
     straight into Arrow where the rows' values allow (:func:`arrow_schema`). Sessions' plain
-    groups are computed over whole columns (jobs/runtime/plain_sessions.py)."""
+    groups are computed over whole columns (jobs.runtime.plain_sessions)."""
     columns, run_key = arrivals.select(*INPUT_COLUMNS), _key_function(spec, log_watermark)
     schema = arrow_schema(spec)
     if schema is None:

@@ -14,7 +14,7 @@ record carries the watermark in force when it arrived (docs/semantics.md):
 
 So the latest pane per key and window is one ``groupBy`` over Spark's own expressions and the
 log's last watermark (:func:`pane_fields` states the rule once; the live stream applies the same
-rule to its incremental state, jobs/live/standard.py). That is what lets a backfill of any
+rule to its incremental state, jobs.live.standard). That is what lets a backfill of any
 range equal the live stream and run at plain Spark's speed.
 """
 
@@ -24,8 +24,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.days import could_reach, day_of, window_end_date
-from jobs.window_tables import WindowOutputs, day_metrics
+from jobs.tables.days import could_reach, day_of, window_end_date
+from jobs.tables.window_tables import WindowOutputs, day_metrics
 from operators.build import build_assigner
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import AggregateSpec, PipelineSpec, WindowSpec
@@ -81,7 +81,7 @@ def field_column(name: str) -> Column:
 
 
 def aggregate_column(spec: AggregateSpec) -> Column:
-    """Exact decimal aggregates, as the operator library computes them (operators/numbers.py):
+    """Exact decimal aggregates, as the operator library computes them (operators.numbers):
     no result depends on how rows were partitioned or ordered."""
     if spec.fn == "count":
         if spec.field is None:

@@ -17,6 +17,7 @@ from datetime import timedelta
 import dagster as dg
 from pydantic import Field
 
+from jobs.config.registry import platform_of
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job, live_stream_job
 from platform_defs.pipeline_assets import pipeline_assets, windowed_job
@@ -41,7 +42,7 @@ class EventTimePipelines(dg.Component, dg.Resolvable, dg.Model):
         default=26.0, gt=0, description="... and fail their freshness after this long")
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        platform = load_settings().platform  # a wrong file fails the load, naming it
+        platform = platform_of(load_settings())  # a wrong file fails the load, naming it
         freshness = dg.FreshnessPolicy.time_window(
             fail_window=timedelta(hours=self.results_fail_after_hours),
             warn_window=timedelta(hours=self.results_warn_after_hours))

@@ -2,7 +2,7 @@
 
 Writes ``<PLATFORM_PIPELINES>/<name>.yaml`` from the options given (the stream it reads, the
 window, the allowed lateness), after checking it exactly as every command checks a pipeline
-(jobs/registry.py); nothing is written when the check fails. The pipeline is a file of the
+(jobs.config.registry); nothing is written when the check fails. The pipeline is a file of the
 pipelines folder, not a ``defs.yaml`` of its own (the one :class:`EventTimePipelines` instance
 builds a group for every file), so the folder ``dg`` makes for the target is removed again.
 
@@ -21,8 +21,8 @@ import dagster as dg
 import yaml
 from pydantic import BaseModel, Field
 
-from jobs.registry import NAME, load_pipeline_file
-from jobs.settings import SettingsError
+from jobs.config.errors import SettingsError
+from jobs.config.registry import NAME, load_pipeline_file, platform_of
 from platform_defs.table_specs import load_settings
 
 
@@ -82,7 +82,7 @@ class PipelineScaffolder(dg.Scaffolder[PipelineOptions]):
             raise ValueError(f"{name!r} is not a pipeline name: a lowercase identifier (a-z, "
                              "0-9 and _, not starting with a digit)")
         settings = load_settings()
-        platform = settings.platform
+        platform = platform_of(settings)
         source = options.source or (next(iter(platform.streams)) if len(platform.streams) == 1
                                     else "")
         if not source:

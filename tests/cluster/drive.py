@@ -18,11 +18,12 @@ from deltalake import DeltaTable
 
 from jobs import tables
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.live import run_live
 from jobs.session import spark_for
 from jobs.session.shipping import ExecutorImportError, check_executors
-from jobs.settings import PlatformSettings
-from jobs.streams import ingest
+from jobs.streams.ingestors import ingest
 
 SAVED = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LATE_RECORDS,
          tables.LATE_DATA_METRICS)
@@ -31,7 +32,7 @@ SAVED = (tables.ARRIVAL_LOG, tables.QUARANTINE, tables.WINDOW_RESULTS, tables.LA
 def save_tables(settings: PlatformSettings, folder: Path, stream: str | None = None) -> None:
     """Each pipeline's tables (of ``stream``'s pipelines, or all) and its stream's, as
     Parquet files named after them, in a folder named after the pipeline."""
-    for pipeline in settings.platform.pipelines.values():
+    for pipeline in platform_of(settings).pipelines.values():
         if stream is not None and pipeline.stream.name != stream:
             continue
         (folder / pipeline.name).mkdir(parents=True, exist_ok=True)
@@ -42,7 +43,7 @@ def save_tables(settings: PlatformSettings, folder: Path, stream: str | None = N
 
 def save_stream_tables(settings: PlatformSettings, folder: Path) -> None:
     """Each stream's arrival log and quarantine, in a folder named after the stream."""
-    for stream in settings.platform.streams.values():
+    for stream in platform_of(settings).streams.values():
         (folder / stream.name).mkdir(parents=True, exist_ok=True)
         for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
             DeltaTable(stream.table_path(name)).to_pandas().to_parquet(
@@ -63,7 +64,7 @@ def main(output: Path) -> None:
         check_executors(spark, ("no_such_module_for_the_test",))
     except ExecutorImportError as error:
         (output / "import_error.txt").write_text(str(error))
-    for stream in settings.platform.streams.values():
+    for stream in platform_of(settings).streams.values():
         ingest(spark, stream)
         step(f"{stream.name} ingested")
         if stream.spec.kind == "landing":  # the live runtime once: the same for any stream
@@ -71,7 +72,7 @@ def main(output: Path) -> None:
             step(f"{stream.name}: live stream done")
             save_tables(settings, output / "live", stream.name)
     save_stream_tables(settings, output / "streams")
-    for pipeline in settings.platform.pipelines.values():
+    for pipeline in platform_of(settings).pipelines.values():
         run_backfill(spark, pipeline)
         step(f"{pipeline.name}: backfill done")
     save_tables(settings, output / "backfill")

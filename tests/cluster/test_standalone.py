@@ -26,9 +26,10 @@ import pytest
 
 from jobs import tables
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
-from jobs.streams import ingest
+from jobs.streams.ingestors import ingest
 from jobs.streams.kafka.broker import running_broker
 from platform_defs.demo_kafka import produce_events
 from tests.cluster.drive import SAVED, save_stream_tables, save_tables
@@ -111,9 +112,9 @@ def test_ingest_live_and_backfill_on_the_cluster_and_s3_equal_local_mode(cluster
                                        "PLATFORM_LANDING": str(landing),
                                        "PLATFORM_STREAMS": str(streams),
                                        "PLATFORM_PIPELINES": str(pipelines)})
-    for stream in local.platform.streams.values():
+    for stream in platform_of(local).streams.values():
         ingest(spark, stream, progress=lambda _: None)
-    (pipeline,) = local.platform.pipelines.values()
+    (pipeline,) = platform_of(local).pipelines.values()
     run_backfill(spark, pipeline, progress=lambda _: None)
     save_tables(local, tmp_path / "expected")
     save_stream_tables(local, tmp_path / "expected" / "streams")

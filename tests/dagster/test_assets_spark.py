@@ -8,8 +8,9 @@ import pytest
 from dagster import AssetKey, AssetRecordsFilter
 
 from jobs import tables
-from jobs.settings import PlatformSettings
-from jobs.table_stats import max_column_value
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.store.table_stats import max_column_value
 from tests.dagster.conftest import (
     INGEST,
     PIPELINE,
@@ -47,7 +48,7 @@ def _partition_events(home, asset: AssetKey) -> dict[str, dict]:
 def test_ingest_records_the_table_and_its_watermark(ingested, spark):
     event = ingested.instance.get_latest_materialization_event(key(STREAM, "arrival_log"))
     metadata = event.asset_materialization.metadata
-    stream = PlatformSettings.from_env().platform.streams[STREAM]
+    stream = platform_of(PlatformSettings.from_env()).streams[STREAM]
     assert metadata["dagster/uri"].value == stream.arrival_log
     log = spark.read.format("delta").load(stream.arrival_log)
     assert metadata["batch_records"].value == log.count() > 1900
@@ -58,7 +59,7 @@ def test_ingest_records_the_table_and_its_watermark(ingested, spark):
 
 
 def test_single_run_backfill_equals_day_by_day(ingested, spark):
-    settings = PlatformSettings.from_env().platform.pipelines[PIPELINE]
+    settings = platform_of(PlatformSettings.from_env()).pipelines[PIPELINE]
     ranged = materialize_assets(ingested, windowed(), partition_range=DAYS)
     assert ranged.success
     by_range = output_tables(spark, settings)
@@ -122,7 +123,7 @@ def test_enrichment_assets_call_the_service_with_the_token(ingested, spark):
                                                key(STREAM, "enrichment_dead_letters")],
                                     resources=resources)
     assert result.success
-    settings = PlatformSettings.from_env().platform.streams[STREAM]
+    settings = platform_of(PlatformSettings.from_env()).streams[STREAM]
     enriched = spark.read.format("delta").load(settings.table_path("enriched_events"))
     dead = spark.read.format("delta").load(settings.table_path("enrichment_dead_letters"))
     assert enriched.count() > 0  # a wrong or missing token would make every call a 401

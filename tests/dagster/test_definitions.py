@@ -7,8 +7,9 @@ from datetime import date
 from dagster import AssetKey, Definitions, TableSchema
 
 from jobs import tables
-from jobs.days import final_flag, is_final, last_final_day
-from jobs.settings import PlatformSettings
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.tables.days import final_flag, is_final, last_final_day
 from platform_defs.definitions import defs
 
 PIPELINES = ("per_minute", "sessions", "sliding_5m")
@@ -36,13 +37,13 @@ def test_every_pipeline_and_stream_of_the_folders_is_defined():
     for process in PROCESSES:  # a group each, like every pipeline
         node = graph.get(AssetKey([process, tables.OUTPUT]))
         assert node.group_name == process
-        assert node.code_version == PlatformSettings.from_env(check=False).platform \
+        assert node.code_version == platform_of(PlatformSettings.from_env(check=False)) \
             .pipelines[process].version
         assert {c.name for c in node.metadata["dagster/column_schema"].columns} >= {
             "user", "key", "emission", "output_date"}
     assert defs.resolve_schedule_def("finality_schedule") is not None
     assert defs.resolve_sensor_def("landing_sensor") is not None
-    platform = PlatformSettings.from_env(check=False).platform
+    platform = platform_of(PlatformSettings.from_env(check=False))
     for pipeline in PIPELINES:  # a group each, its version as the assets' code version
         for table in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS):
             node = graph.get(AssetKey([pipeline, table]))
@@ -52,10 +53,10 @@ def test_every_pipeline_and_stream_of_the_folders_is_defined():
 
 
 def test_every_table_has_description_owner_kinds_schema_and_path():
-    from jobs.versions import serving_pipeline
+    from jobs.lifecycle.versions import serving_pipeline
 
     graph = defs.resolve_asset_graph()
-    platform = PlatformSettings.from_env(check=False).platform
+    platform = platform_of(PlatformSettings.from_env(check=False))
     for name in TABLE_ASSETS:
         node = graph.get(AssetKey(name.split("/")))
         assert node.description, name

@@ -11,8 +11,9 @@ from dagster import AssetRecordsFilter
 
 from jobs import tables
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.settings import PlatformSettings
 from platform_defs.live_job import live_job
 from platform_defs.live_pipes import live_pipes_job
 from tests.dagster.conftest import PIPELINE, STREAM, key
@@ -30,7 +31,7 @@ def _engine(op: str) -> dict:
 
 def _equal_a_backfill(spark, settings: PlatformSettings) -> None:
     """Every pipeline's tables as its backfill of every day, from scratch, writes them."""
-    for pipeline in settings.platform.pipelines.values():
+    for pipeline in platform_of(settings).pipelines.values():
         live = output_tables(spark, pipeline)
         run_backfill(spark, pipeline, progress=lambda _: None)
         backfilled = output_tables(spark, pipeline)
@@ -53,12 +54,12 @@ def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
                                         run_config=_engine("live_increment"))
     assert first.success
     settings = PlatformSettings.from_env()
-    for name in settings.platform.pipelines:  # one run of the stream updated every pipeline
+    for name in platform_of(settings).pipelines:  # one run of the stream updated every pipeline
         metrics = home.instance.fetch_materializations(
             AssetRecordsFilter(asset_key=key(name, tables.LATE_DATA_METRICS)), limit=100).records
         assert metrics and all(r.asset_materialization.partition for r in metrics), name
         assert all(r.asset_materialization.metadata["pipeline_version"].value ==
-                   settings.platform.pipelines[name].version for r in metrics)
+                   platform_of(settings).pipelines[name].version for r in metrics)
     metrics = home.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=key(PIPELINE, tables.LATE_DATA_METRICS)), limit=100).records
     assert "dropped_late" in metrics[0].asset_materialization.metadata
@@ -77,7 +78,7 @@ def test_increments_in_process_and_through_pipes_equal_a_backfill(home, spark):
     arrival = home.instance.get_latest_materialization_event(key(STREAM, tables.ARRIVAL_LOG))
     metadata = arrival.asset_materialization.metadata  # the batches the run ingested
     assert (metadata["first_batch_id"].value, metadata["batch_id"].value) == (1, 1)
-    log = spark.read.format("delta").load(settings.platform.streams[STREAM].arrival_log)
+    log = spark.read.format("delta").load(platform_of(settings).streams[STREAM].arrival_log)
     assert log.count() == sum(1 for _ in log.toLocalIterator()) and \
         log.select("ingest_batch").distinct().count() == 2
     _equal_a_backfill(spark, settings)
@@ -119,10 +120,10 @@ def test_the_long_running_stream_through_pipes_observes_each_micro_batch(home, s
     assert {entry.dagster_event.event_specific_data.check_name
             for entry in checks} == {"dropped_late_rate", "quarantine_rate", "watermark_lag"}
     settings = PlatformSettings.from_env()
-    for name in settings.platform.pipelines:
+    for name in platform_of(settings).pipelines:
         days = home.instance.fetch_materializations(
             AssetRecordsFilter(asset_key=key(name, tables.LATE_DATA_METRICS)), limit=100).records
         assert days and all(r.asset_materialization.partition for r in days), name
 
-    run_live(spark, settings.platform.streams[STREAM], progress=lambda _: None)  # the rest
+    run_live(spark, platform_of(settings).streams[STREAM], progress=lambda _: None)  # the rest
     _equal_a_backfill(spark, settings)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dagster import AssetCheckSeverity, AssetKey, MetadataValue
 
-from jobs.late_detail import DayLateness, bucket_labels, bucket_of, histograms
+from jobs.views.late_detail import DayLateness, bucket_labels, bucket_of, histograms
 from platform_defs.late_data_views import human_duration
 from platform_defs.monitoring import EMPTY_DAY, MonitoringResource, check_evaluations, day_metadata
 

@@ -9,6 +9,7 @@ from datetime import date
 import pytest
 from dagster import DagsterInstance, SkipReason, build_schedule_context, build_sensor_context
 
+from jobs.config.registry import platform_of
 from jobs.generator import GeneratorConfig, generate
 from platform_defs.resources import PlatformResource
 from platform_defs.schedules import (
@@ -116,7 +117,7 @@ def _platform(home) -> PlatformResource:
 
 
 def _schedule(platform: PlatformResource):
-    return finality_schedule(list(platform.settings().platform.pipelines.values()))
+    return finality_schedule(list(platform_of(platform.settings()).pipelines.values()))
 
 
 def test_schedule_targets_each_pipelines_days_that_just_became_final(home, monkeypatch):
@@ -145,7 +146,7 @@ def test_schedule_targets_each_pipelines_days_that_just_became_final(home, monke
     assert {r.tags["platform/pipeline"] for r in requests} == {"per_minute", "sessions"}
 
     # once 2026-01-01 is recorded final, only days that became final later are asked for
-    pipeline = platform.settings().platform.pipelines["per_minute"]
+    pipeline = platform_of(platform.settings()).pipelines["per_minute"]
     metrics = AssetKey(["per_minute", "late_data_metrics"])
     instance.report_runless_asset_event(AssetMaterialization(
         metrics, partition="2026-01-01", metadata={"final": 1}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.settings import PlatformSettings
+from jobs.config.settings import PlatformSettings
 from tests.faults.helpers import make_source
 
 

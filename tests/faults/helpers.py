@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 from jobs import tables
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.registry import Pipeline
-from jobs.settings import PlatformSettings
-from jobs.streams.landing import ingest
+from jobs.streams.landing.ingestor import ingest
 from tests.platform_home import PER_MINUTE, events, platform_env, settings_for
 
 KILLS = int(os.environ.get("FAULT_KILLS", "2"))
@@ -52,4 +52,4 @@ def copy_log(source: PlatformSettings, home: Path,
 
 
 def pipelines_of(env: dict) -> dict[str, Pipeline]:
-    return PlatformSettings.from_env(env).platform.pipelines
+    return platform_of(PlatformSettings.from_env(env)).pipelines

@@ -17,9 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs import tables
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams.landing import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8, ingest, parsing
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
+from jobs.streams.landing import parsing
+from jobs.streams.landing.batch import BAD_INGEST_STAMP, DUPLICATE_FILE, INVALID_UTF8
+from jobs.streams.landing.ingestor import ingest
 from jobs.streams.landing.parsing import ParsedEvent, Rejection, parse_line
 from tests.depth import examples
 
@@ -152,7 +155,7 @@ def test_a_file_of_every_bad_kind_is_fully_accounted_for(spark, tmp_path):
     bad = [_garbage(rng, i) for i in range(190)]
 
     def land(home: Path, lines: list[bytes]) -> Stream:
-        stream = PlatformSettings.from_env({"PLATFORM_HOME": str(home)}).platform \
+        stream = platform_of(PlatformSettings.from_env({"PLATFORM_HOME": str(home)})) \
             .streams["events"]
         folder = stream.landing_dir / "producer-0"
         folder.mkdir(parents=True)
@@ -185,8 +188,8 @@ def test_a_file_of_every_bad_kind_is_fully_accounted_for(spark, tmp_path):
 
 @pytest.mark.spark
 def test_duplicate_empty_and_half_written_files(spark, tmp_path):
-    settings = PlatformSettings.from_env({"PLATFORM_HOME": str(tmp_path / "platform")}) \
-        .platform.streams["events"]
+    settings = platform_of(PlatformSettings.from_env(
+        {"PLATFORM_HOME": str(tmp_path / "platform")})).streams["events"]
     folder = settings.landing_dir / "producer-0"
     folder.mkdir(parents=True)
     content = b"\n".join(_good(i) for i in range(20)) + b"\n"

@@ -11,9 +11,10 @@ import threading
 
 import pytest
 
-from jobs import delta_io
 from jobs.backfill import run_backfill
+from jobs.config.registry import platform_of
 from jobs.live import run_live
+from jobs.store import delta_io
 from tests.faults.helpers import QUIET, SESSIONS, copy_log, pipelines_of
 from tests.output_tables import assert_same, output_tables
 
@@ -84,7 +85,7 @@ def test_records_ingested_during_a_backfill_are_not_erased_by_it(
     settings = pipelines_of(copy_log(source, tmp_path / "racing"))["per_minute"]
     log_path = settings.table_path(tables.ARRIVAL_LOG)
     full = spark.read.format("delta").load(
-        source.platform.streams["events"].table_path(tables.ARRIVAL_LOG))
+        platform_of(source).streams["events"].table_path(tables.ARRIVAL_LOG))
     cut = int(full.agg(F.max("arrival_seq")).first()[0] * 0.75)
     DeltaTable.forPath(spark, log_path).delete(F.col("arrival_seq") > cut)  # an older log
     late_arrivals = full.where(F.col("arrival_seq") > cut).localCheckpoint()

@@ -11,7 +11,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from jobs.settings import PlatformSettings, SettingsError
+from jobs.config.errors import SettingsError
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +43,7 @@ def _stream(tmp_path: Path, watermark: str) -> dict[str, str]:
 ])
 def test_a_wrong_pipeline_setting_is_named(tmp_path, text, named):
     with pytest.raises(SettingsError, match=r"bad\.yaml: .*" + named.replace(".", r"\.")):
-        PlatformSettings.from_env(_pipeline(tmp_path, text))
+        platform_of(PlatformSettings.from_env(_pipeline(tmp_path, text)))
 
 
 @pytest.mark.parametrize(("watermark", "named"), [
@@ -52,7 +54,7 @@ def test_a_wrong_pipeline_setting_is_named(tmp_path, text, named):
 ])
 def test_a_wrong_stream_setting_is_named(tmp_path, watermark, named):
     with pytest.raises(SettingsError, match=r"events\.yaml: .*" + named.replace(".", r"\.")):
-        PlatformSettings.from_env(_stream(tmp_path, watermark))
+        platform_of(PlatformSettings.from_env(_stream(tmp_path, watermark)))
 
 
 def test_wrong_paths_are_named(tmp_path):
@@ -126,7 +128,7 @@ def test_the_code_location_names_a_bad_environment_setting(tmp_path, variable, v
                             timeout=120)
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("jobs.errors.SettingsError: ") and variable in last_line
+    assert last_line.startswith("jobs.config.errors.SettingsError: ") and variable in last_line
 
 
 def test_a_resource_time_zone_other_than_the_partitions_is_refused(tmp_path, monkeypatch):

@@ -24,11 +24,13 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import tables
-from jobs.checks import check_partition_range
+from jobs.config.errors import SettingsError
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
+from jobs.console.progress import heartbeat
 from jobs.generator import GeneratorConfig, generate
-from jobs.progress import heartbeat
-from jobs.settings import PlatformSettings, SettingsError
-from jobs.streams import Stream
+from jobs.tables.days import check_partition_range
 from tests.faults.helpers import SESSIONS
 from tests.platform_home import PER_MINUTE, platform_env
 
@@ -107,7 +109,7 @@ def _folder(tmp_path: Path, name: str, files: dict[str, str] | None = None) -> s
 
 
 def _events(env: dict[str, str]) -> Stream:
-    return PlatformSettings.from_env(env).platform.streams["events"]
+    return platform_of(PlatformSettings.from_env(env)).streams["events"]
 
 
 CASES = {
@@ -294,7 +296,7 @@ def test_a_dagster_ingest_with_a_missing_landing_folder_fails_naming_it(tmp_path
     failures = [event for event in result.all_events if event.event_type_value ==
                 "STEP_FAILURE"]
     message = failures[0].step_failure_data.error.cause.message.strip()
-    assert message.startswith(f"jobs.errors.SettingsError: the landing folder of stream "
+    assert message.startswith(f"jobs.config.errors.SettingsError: the landing folder of stream "
                               f"events (PLATFORM_LANDING/events) ({home / 'landing' / 'events'})"
                               " does not exist")
     assert not (home / "warehouse" / "streams" / "events" / "arrival_log").exists()
@@ -319,7 +321,7 @@ def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tm
     monkeypatch.setenv("PLATFORM_HOME", str(home))
     resources = {"platform": PlatformResource(), "spark": DeltaSparkResource(),
                  "monitoring_thresholds": MonitoringResource()}
-    per_minute = PlatformSettings.from_env().platform.pipelines["per_minute"]
+    per_minute = platform_of(PlatformSettings.from_env()).pipelines["per_minute"]
     windowed_outputs = pipeline_assets(per_minute)[0]
 
     def run(first: str, last: str) -> str:
@@ -338,9 +340,9 @@ def test_a_reversed_or_empty_dagster_range_fails_with_the_command_lines_words(tm
     words = "2026-01-05 is after 2026-01-02: the range is empty (give the earlier day first)"
     assert words in _refused(command_line)
     assert run("2026-01-05", "2026-01-02") == \
-        f"jobs.errors.SettingsError: partition range: {words}"
+        f"jobs.config.errors.SettingsError: partition range: {words}"
     assert run("2025-06-01", "2025-06-02") == (
-        "jobs.errors.SettingsError: partition range: 2025-06-01 is before the first daily "
+        "jobs.config.errors.SettingsError: partition range: 2025-06-01 is before the first daily "
         "partition 2026-01-01 (PLATFORM_PARTITIONS_START)")
     assert not (home / "warehouse").exists()
 
@@ -395,11 +397,11 @@ def interrupted(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def ingested(interrupted) -> dict:
     """... then runs ingest again (in this process, as the command line does: no Spark)."""
-    from jobs.streams.landing import ingest
+    from jobs.streams.landing.ingestor import ingest
 
     settings = PlatformSettings.from_env(interrupted["env"])
     said: list[str] = []
-    report = ingest(None, settings.platform.streams["events"], progress=said.append)
+    report = ingest(None, platform_of(settings).streams["events"], progress=said.append)
     return {**interrupted, "settings": settings, "rerun": said, "report": report}
 
 
@@ -426,11 +428,11 @@ def test_ingest_with_nothing_new_says_so_and_writes_nothing(ingested):
 @pytest.mark.spark
 def test_a_backfill_reports_its_own_rows_and_says_when_it_wrote_nothing(spark, tmp_path):
     from jobs.backfill import run_backfill
-    from jobs.streams.landing import ingest
+    from jobs.streams.landing.ingestor import ingest
 
     home = tmp_path / "home"
     env = platform_env(home, {"per_minute": PER_MINUTE})
-    pipeline = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    pipeline = platform_of(PlatformSettings.from_env(env)).pipelines["per_minute"]
     # two days of events, none bad: nothing is quarantined on the day after them
     generate(GeneratorConfig(events=3_000, keys=10, producers=2, seed=5, bad_fraction=0.0),
              pipeline.stream.landing)
@@ -531,7 +533,7 @@ def test_ctrl_c_during_a_backfill_ends_with_one_line_and_no_process_left(tmp_pat
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) while Spark computes: the
     jobs are cancelled, the one line, status 130, no py4j or PySpark traceback, nothing left
     running; the same command then finishes the work."""
-    from jobs.streams.landing import ingest
+    from jobs.streams.landing.ingestor import ingest
 
     home = tmp_path / "home"
     generate(GeneratorConfig(events=6_000, keys=40, producers=2, seed=5),
@@ -591,7 +593,7 @@ def test_a_changed_pipeline_is_a_pending_version_and_another_source_is_refused(i
     """A changed description is a new version: listed as pending while readers keep the one
     that serves, its tables apart. One that names another stream is a new pipeline, refused
     before anything is written, naming the file and what to do."""
-    from jobs import versions
+    from jobs.lifecycle import versions
 
     folder = Path(_folder(tmp_path, "pipelines", {"per_minute.yaml": PER_MINUTE}))
     streams = Path(_folder(tmp_path, "streams", {
@@ -599,12 +601,12 @@ def test_a_changed_pipeline_is_a_pending_version_and_another_source_is_refused(i
         "clicks.yaml": (REPO / "streams" / "events.yaml").read_text()}))
     env = {**ingested["env"], "PLATFORM_PIPELINES": str(folder),
            "PLATFORM_STREAMS": str(streams)}
-    first = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    first = platform_of(PlatformSettings.from_env(env)).pipelines["per_minute"]
     versions.reconcile(first)  # as its first backfill does
     (folder / "per_minute.yaml").write_text(PER_MINUTE.replace("30s", "45s"), encoding="utf-8")
     listed = _cli(["pipelines"], env)
     assert listed.returncode == 0, listed.stderr
-    changed = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    changed = platform_of(PlatformSettings.from_env(env)).pipelines["per_minute"]
     assert f"serving: {first.version}" in listed.stdout
     assert f"rollout: version {changed.version} pending (replaces {first.version})" in \
         listed.stdout
@@ -641,16 +643,16 @@ def test_a_checkpoint_of_other_pipelines_is_refused_before_spark(ingested, tmp_p
     settings = ingested["settings"]
     folder = _folder(tmp_path, "pipelines", {"sessions.yaml": SESSIONS})
     sessions = PlatformSettings.from_env({**ingested["env"], "PLATFORM_PIPELINES": folder})
-    stream = sessions.platform.streams["events"]
+    stream = platform_of(sessions).streams["events"]
     checkpoint = str(Path(stream.checkpoints) / "sessions")
     # what the live stream writes first into a new checkpoint, here for the sessions pipeline
-    claim(checkpoint, stream, list(sessions.platform.pipelines.values()), DEFAULT_BUCKETS)
+    claim(checkpoint, stream, list(platform_of(sessions).pipelines.values()), DEFAULT_BUCKETS)
     before = _rows(settings.warehouse)
     result = _cli(["live", "--no-ingest", "--checkpoint", checkpoint], ingested["env"])
     _refused(result, "--checkpoint", "its state was not built for ", "per_minute@",
              "give a new --checkpoint")
     shared = str(Path(stream.checkpoints) / "both")
-    platform = settings.platform
+    platform = platform_of(settings)
     claim(shared, stream, list(platform.pipelines.values()), DEFAULT_BUCKETS)
     result = _cli(["live", "--no-ingest", "--checkpoint", shared, "--pipeline", "per_minute"],
                   ingested["env"])
@@ -663,7 +665,8 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
     """One collector's clock runs an hour behind, another stamps a line in 2099: every line
     lands once, the ingest clock never goes back, the 2099 stamp is quarantined and moves
     nothing."""
-    from jobs.streams.landing import BAD_INGEST_STAMP, ingest
+    from jobs.streams.landing.batch import BAD_INGEST_STAMP
+    from jobs.streams.landing.ingestor import ingest
 
     settings = _events({"PLATFORM_HOME": str(tmp_path / "home")})
     start = 1_767_225_600_000
@@ -688,7 +691,7 @@ def test_skewed_collector_clocks_move_no_watermark_and_lose_no_line(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_an_unreadable_landing_file_stops_ingest_before_anything_is_written(tmp_path):
-    from jobs.streams.landing import LandingReadError, ingest
+    from jobs.streams.landing.ingestor import LandingReadError, ingest
 
     settings = _events({"PLATFORM_HOME": str(tmp_path / "home")})
     folder = settings.landing_dir / "p0"

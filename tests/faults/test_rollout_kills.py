@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import versions
 from jobs.backfill import run_backfill
+from jobs.lifecycle import versions
 from jobs.live import run_rollout
 from tests.faults.helpers import KILLS, QUIET, copy_log, pipelines_of
 from tests.faults.test_kills import _kill_when, _start

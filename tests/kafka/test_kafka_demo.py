@@ -9,7 +9,8 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import tables
-from jobs.settings import PlatformSettings
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
 from platform_defs import demo
 from platform_defs.demo_kafka import kafka_stream, produce_events
 from platform_defs.stream_assets import LandingConfig
@@ -40,7 +41,7 @@ def test_the_demo_reads_its_events_from_a_kafka_topic(suite_session, tmp_path, m
     assert "produced 2,000 events into topic events" in output
     env = {"PLATFORM_HOME": str(home), "PLATFORM_STREAMS": str(home / "streams"),
            "PLATFORM_PIPELINES": str(pipelines)}
-    platform = PlatformSettings.from_env(env).platform
+    platform = platform_of(PlatformSettings.from_env(env))
     stream = platform.streams["events"]
     assert stream.spec.kind == "kafka"
     log = DeltaTable(stream.arrival_log).to_pandas()

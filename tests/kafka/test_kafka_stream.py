@@ -25,9 +25,10 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from deltalake import DeltaTable
 
 from jobs.backfill import run_backfill
-from jobs.settings import PlatformSettings
-from jobs.storage import Files
-from jobs.streams import ingest
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.store.storage import Files
+from jobs.streams.ingestors import ingest
 from jobs.streams.kafka.broker import create_topics, running_broker
 from jobs.streams.kafka.ingest import KafkaDataLossError, KafkaIngestLog
 from tests.platform_home import PER_MINUTE, write_pipelines
@@ -65,7 +66,7 @@ def _home(tmp_path: Path, broker, topic: str, partitions: int, pipeline: str = P
 
 
 def _stream(env: dict[str, str]):
-    return PlatformSettings.from_env(env).platform.streams["clicks"]
+    return platform_of(PlatformSettings.from_env(env)).streams["clicks"]
 
 
 def _produce(broker, topic: str, records: list[tuple[int, bytes | None, int, bytes | None]]
@@ -197,7 +198,7 @@ def test_a_lagging_partition_is_not_late_because_of_the_others(spark, broker, tm
         records.append((1, _line("slow", arrival - 600_000), arrival, None))
     _produce(broker, "lagging", records)
     ingest(spark, stream, **QUIET)
-    pipeline = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    pipeline = platform_of(PlatformSettings.from_env(env)).pipelines["per_minute"]
     run_backfill(spark, pipeline, **QUIET)
     late = DeltaTable(pipeline.table_path("late_records")).to_pyarrow_table().to_pandas()
     assert (late.key == "slow").sum() == 0  # none of the lagging partition's records
@@ -376,14 +377,14 @@ def test_the_long_running_job_waits_out_a_stopped_broker_and_loses_nothing(
     assert report, said[-20:]
     offsets = _offsets(stream)
     assert len(offsets) == len(set(offsets)) == 303
-    pipeline = PlatformSettings.from_env(env).platform.pipelines["per_minute"]
+    pipeline = platform_of(PlatformSettings.from_env(env)).pipelines["per_minute"]
     run_live(spark, stream, **QUIET)  # what the stop left due
     live = output_tables(spark, pipeline)
     (tmp_path / "clean").mkdir()
     clean = _home(tmp_path / "clean", broker, "outage", 2)
     for name in ("arrival_log", "quarantine"):
         shutil.copytree(stream.table_path(name), _stream(clean).table_path(name))
-    expected = PlatformSettings.from_env(clean).platform.pipelines["per_minute"]
+    expected = platform_of(PlatformSettings.from_env(clean)).pipelines["per_minute"]
     run_backfill(spark, expected, **QUIET)
     assert_same(output_tables(spark, expected), live)
 

@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 
 from jobs import tables
+from jobs.config.registry import platform_of
+from jobs.config.settings import PlatformSettings
+from jobs.config.streams import Stream
 from jobs.nexmark_job import run_backfill, run_live
 from jobs.runtime.owed_batch import BATCHES_WITHOUT_DATA
-from jobs.settings import PlatformSettings
-from jobs.streams import Stream
-from jobs.streams.landing import ingest
+from jobs.streams.landing.ingestor import ingest
 from nexmark import reference
 from nexmark.arrival import record_from_arrival_row
 from nexmark.generator import generate
@@ -42,7 +43,7 @@ def nexmark_home(home: Path) -> Stream:
                                                    {"nexmark": STREAM})),
            "PLATFORM_PIPELINES": str(write_pipelines(descriptions / "pipelines",
                                                      {"counts": PIPELINE}))}
-    return PlatformSettings.from_env(env).platform.streams["nexmark"]
+    return platform_of(PlatformSettings.from_env(env)).streams["nexmark"]
 
 
 @pytest.fixture(scope="module")

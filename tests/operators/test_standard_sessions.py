@@ -1,4 +1,4 @@
-"""The session driver (operators/standard_sessions.py) against the window operator it stands in
+"""The session driver (operators.standard_sessions) against the window operator it stands in
 for: for any key's records in arrival order, any gap, allowed lateness and built-in aggregates,
 any points at which a runtime fires timers at a recorded watermark, and any point at which a
 key's state is snapshotted by one driver and restored by the other, both emit the same panes

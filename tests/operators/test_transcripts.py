@@ -1,4 +1,4 @@
-"""Every transcript under tests/operators/transcripts/ (operators/transcript.py runs them)."""
+"""Every transcript under tests/operators/transcripts/ (operators.transcript runs them)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.errors import SettingsError
+from jobs.config.errors import SettingsError
 
 TIMEOUT_S = 10.0
 

@@ -36,21 +36,14 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs import fast_writes, tables
-from jobs.checks import check_stream_mark
-from jobs.progress import heartbeat
-from jobs.storage import Files
-from jobs.streams import Stream
+from jobs import tables
+from jobs.config.streams import Stream
+from jobs.console.progress import heartbeat
+from jobs.store import fast_writes
+from jobs.store.storage import Files
+from jobs.streams.checks import check_stream_mark
 from jobs.streams.kafka.admin import PartitionOffsets, partition_offsets
 from jobs.streams.kafka.values import python_verdicts, with_jvm_events
-from jobs.streams.landing import (
-    ARRIVAL_SCHEMA,
-    QUARANTINE_SCHEMA,
-    IngestReport,
-    arrival_table,
-    quarantine_table,
-    until_caught_up,
-)
 from jobs.streams.landing.batch import (
     _CLOCK_RANGE,
     BAD_INGEST_STAMP,
@@ -64,6 +57,8 @@ from jobs.streams.landing.parsing import (
     ParsedEvent,
     Rejection,
 )
+from jobs.streams.log_rows import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA, arrival_table, quarantine_table
+from jobs.streams.report import IngestReport, until_caught_up
 from operators.time import MIN_WATERMARK
 
 OFFSETS_LOST = "offsets_lost"
@@ -108,7 +103,7 @@ class KafkaPlan:
 
 class KafkaIngestLog(IngestLog):
     def plan(self, batch_id: int) -> KafkaPlan:  # type: ignore[override]
-        from jobs import storage
+        from jobs.store import storage
 
         return KafkaPlan.from_json(self.files.read_text(
             storage.join(self.plans_folder, f"{batch_id:020d}.json")))
@@ -224,7 +219,7 @@ class KafkaIngestor:
         try:
             self.log.create_plan(plan)  # type: ignore[arg-type]
         except FileExistsError:
-            from jobs.streams.landing import ConcurrentIngestError
+            from jobs.streams.landing.ingestor import ConcurrentIngestError
 
             raise ConcurrentIngestError(
                 f"another ingest planned batch {batch_id} of stream {self.stream.name} at the "
@@ -380,7 +375,7 @@ class KafkaIngestor:
         return reads
 
     def _parsed(self, frame):
-        """The values parsed in the JVM where they are plain good events (jobs/streams/kafka/
+        """The values parsed in the JVM where they are plain good events (jobs.streams.kafka
         values.py), the raw bytes of every other record for the landing rules in Python. A
         punctuated watermark reads a field of its own, so its values are all read in Python."""
         if self.rules.punctuation_field is not None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.storage import Files
-from jobs.streams import Stream
+from jobs.config.streams import Stream
+from jobs.store.storage import Files
 from jobs.streams.kafka.admin import partition_offsets
 from operators.time import MIN_WATERMARK
 from operators.watermarks import ArrivalWatermarks

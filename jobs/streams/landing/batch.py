@@ -69,7 +69,7 @@ class IngestRules:
 
     @property
     def parser(self) -> FastParser:
-        """``parse_line`` at C speed for these rules (jobs/streams/landing/fast_parse.py),
+        """``parse_line`` at C speed for these rules (jobs.streams.landing.fast_parse),
         built once per process (not pickled with the rules to Spark's executors)."""
         return parser_for(self.max_line_bytes, (self.clock_field, self.punctuation_field),
                           self.native_scan)

@@ -486,7 +486,7 @@ class ParsedLines:
     """bool: the line is a good record."""
     keys: list[Any] | pa.Array
     """Each line's key (``None`` where not a record), or the same as an Arrow string column
-    (a part parsed in a worker process: jobs/streams/landing/part_pool.py)."""
+    (a part parsed in a worker process: jobs.streams.landing.part_pool)."""
     events: np.ndarray
     """int64 event times in milliseconds (0 where not a record)."""
     values: list[Any] | pa.Array

@@ -11,7 +11,7 @@ The folder is a local path or a URI (``s3a://``, ``s3://``, ``gs://``, ``abfss:/
 object-store clients ``deltalake`` uses, credentials and endpoint from the standard
 environment variables, e.g. ``AWS_ACCESS_KEY_ID`` and ``AWS_ENDPOINT_URL``), so ingest needs no
 local copy. The same class reads on the driver or on Spark's executors
-(``PLATFORM_INGEST_READER``, jobs/streams/landing/on_spark.py); see docs/operations.md.
+(``PLATFORM_INGEST_READER``, jobs.streams.landing.on_spark); see docs/operations.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from jobs import storage
+from jobs.store import storage
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 

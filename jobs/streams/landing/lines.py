@@ -57,7 +57,7 @@ class Lines(Sequence[str]):
 
     def __reduce__(self) -> tuple:
         """The bytes and where lines start, not the column made from them (a part read by
-        a worker process comes back at half the size: jobs/streams/landing/part_pool.py)."""
+        a worker process comes back at half the size: jobs.streams.landing.part_pool)."""
         return (Lines, (self.data, self.starts))
 
     def __len__(self) -> int:

@@ -20,8 +20,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from jobs import storage
-from jobs.storage import Files
+from jobs.store import storage
+from jobs.store.storage import Files
 
 NEW = "new"
 APPENDED = "appended"

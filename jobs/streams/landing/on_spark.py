@@ -29,8 +29,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import fast_writes
-from jobs.days import day_of_column
+from jobs.store import fast_writes
 from jobs.streams.landing.batch import (
     QUARANTINE_COLUMNS,
     RAW_LINE_LIMIT,
@@ -43,6 +42,7 @@ from jobs.streams.landing.folder import FileFacts, LandingFolder
 from jobs.streams.landing.folder import file_facts as read_file_facts
 from jobs.streams.landing.log import Plan
 from jobs.streams.landing.parsing import ParsedEvent, Rejection
+from jobs.tables.days import day_of_column
 from operators.time import MIN_WATERMARK
 
 _FACTS = pa.schema([("name", pa.string()), ("sha256", pa.string()), ("lines", pa.int64()),
@@ -289,7 +289,7 @@ def _append(frame: DataFrame, location: str, schema: pa.Schema, app_id: str,
 def ingest_batch(spark: SparkSession, landing: str, plan: Plan, rules: IngestRules,
                  time_zone: str, arrival_log: str, quarantine: str) -> SparkBatch:
     """Read, parse, order and append one planned batch with Spark doing the bulk."""
-    from jobs.streams.landing import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA, quarantine_table
+    from jobs.streams.log_rows import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA, quarantine_table
 
     started = time.monotonic()
     parsed = _parsed_lines(spark, landing, plan, rules).persist(StorageLevel.MEMORY_AND_DISK)

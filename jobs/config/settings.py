@@ -7,7 +7,7 @@ it with the fields a deployment overrides. Nothing else in the project reads ``P
 variables.
 
 Locations (home, warehouse, landing) are local folders or Hadoop filesystem URIs
-(jobs/storage.py). Local ones are checked here (a folder, writable or creatable); remote ones
+(jobs.store.storage). Local ones are checked here (a folder, writable or creatable); remote ones
 are checked by the first job that reaches them.
 """
 
@@ -17,10 +17,10 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -33,17 +33,15 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from jobs import storage
-from jobs.errors import SettingsError
+from jobs.config.errors import SettingsError
+from jobs.store import storage
 from operators.time import parse_duration_ms
 
-if TYPE_CHECKING:
-    from jobs.registry import Platform
-
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_PIPELINES = PROJECT / "pipelines"
 DEFAULT_STREAMS = PROJECT / "streams"
 DAY_MS = 86_400_000
+T = TypeVar("T")
 
 
 def _duration(value: Any) -> Any:
@@ -190,7 +188,7 @@ class PlatformSettings(BaseSettings):
     enrichment_url: str = Field("http://127.0.0.1:8765",
         description="The enrichment service's base URL")
 
-    _platform: Platform | None = PrivateAttr(None)
+    _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     # -- validation of single fields ------------------------------------------------------------
 
@@ -261,15 +259,14 @@ class PlatformSettings(BaseSettings):
         if not self.landing:
             object.__setattr__(self, "landing", storage.join(home, "landing"))
 
-    @property
-    def platform(self) -> Platform:
-        """Every stream and pipeline (``PLATFORM_STREAMS``, ``PLATFORM_PIPELINES``), read and
-        checked once (jobs/registry.py)."""
-        if self._platform is None:
-            from jobs.registry import load_platform
-
-            self._platform = load_platform(self)
-        return self._platform
+    def derived(self, name: str, build: Callable[[], T]) -> T:
+        """``build()``, once for these settings: what the layers above compute from them alone
+        (the registry's reading of the description folders,
+        :func:`jobs.config.registry.platform_of`) is kept as long as the settings are, without
+        the settings knowing what it is."""
+        if name not in self._derived:
+            self._derived[name] = build()
+        return self._derived[name]
 
     def spark_settings(self) -> dict[str, str]:
         """Extra Spark settings: the spark-defaults file's, then ``PLATFORM_SPARK_CONF``'s."""
@@ -305,8 +302,9 @@ class PlatformSettings(BaseSettings):
 
     def check(self) -> PlatformSettings:
         """Check what can be checked before Spark starts: local folders exist or can be
-        created, the landing folder is not inside the warehouse, the streams and pipelines
-        load."""
+        created, the landing folder is not inside the warehouse, the Spark settings read. The
+        streams and pipelines are checked when they are loaded
+        (:func:`jobs.config.registry.platform_of`)."""
         for setting, location in (("PLATFORM_HOME", self.home),
                                   ("PLATFORM_WAREHOUSE", self.warehouse),
                                   ("PLATFORM_LANDING", self.landing)):
@@ -316,7 +314,6 @@ class PlatformSettings(BaseSettings):
             raise SettingsError(f"PLATFORM_LANDING ({self.landing}) must not be inside "
                                 f"PLATFORM_WAREHOUSE ({self.warehouse}): ingest would read the "
                                 "tables' own files as landing files")
-        self.platform  # noqa: B018 - loads and validates every description
         self.spark_settings()
         return self
 
@@ -353,7 +350,7 @@ class PlatformSettings(BaseSettings):
                  **overrides: Any) -> PlatformSettings:
         """The settings from ``env`` (default: the process environment) and field
         ``overrides``; a :class:`SettingsError` names the wrong one. ``check=False`` validates
-        the values only (no folder is looked at, no pipeline loaded): what a Dagster code
+        the values only (no folder is looked at): what a Dagster code
         location needs when it loads."""
         source = os.environ if env is None else env
         values: dict[str, Any] = {}

@@ -8,7 +8,7 @@ contribution depends on that record alone (its event time and recorded watermark
 counts and lateness distributions are sums: the live sink keeps, per day, the fate counts and
 the histograms (distinct value, how many) of lateness and watermark lag, and at each flush
 adds the records appended to the log since the last one. Exact percentiles come out of the
-histograms as they came out of the raw values (jobs/live/lateness.py, ``exact_percentiles``).
+histograms as they came out of the raw values (jobs.lateness.metrics, ``exact_percentiles``).
 
 A day the sink does not hold yet (the first flush after a start, a day long past that a late
 record touched) is read from the log once, up to the very position the additions start from,
@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.days import DAY_MS, day_end_ms, day_start_utc_ms, days_between, reach_bounds
-from jobs.live.lateness import histogram
+from jobs.lateness.metrics import histogram
+from jobs.tables.days import DAY_MS, day_end_ms, day_start_utc_ms, days_between, reach_bounds
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
 
@@ -60,7 +60,7 @@ class DayTally:
 
     def row(self, day: dt.date) -> dict[str, Any]:
         """The day's ``late_data_metrics`` row (the backfill's columns and rounding)."""
-        from jobs.live.lateness import distribution
+        from jobs.lateness.metrics import distribution
 
         return {"window_end_date": day, "on_time": int(self.counts[0]),
                 "late_within_lateness": int(self.counts[1]),
@@ -99,7 +99,7 @@ def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
     """Each of ``days``' tally from these records' (record, window) assignments whose window
     ends that day (``window_end_date`` in ``time_zone``) and the quarantined lines ingested
     that day; every day of ``days`` gets one, empty or not."""
-    from jobs.live.lateness import assignments
+    from jobs.lateness.metrics import assignments
 
     if not days:
         return {}
@@ -282,8 +282,8 @@ def _snapshot(path: str, position: str) -> tuple[Any, int | None]:
     goes to this version."""
     from deltalake import DeltaTable
 
-    from jobs import fast_writes
-    from jobs.table_stats import ranges_in
+    from jobs.store import fast_writes
+    from jobs.store.table_stats import ranges_in
 
     if not fast_writes.table_exists(path):
         return None, None

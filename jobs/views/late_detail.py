@@ -18,9 +18,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.days import could_reach
-from jobs.delta_io import read_table_or_none
-from jobs.registry import Pipeline
+from jobs.config.registry import Pipeline
+from jobs.store.delta_io import read_table_or_none
+from jobs.tables.days import could_reach
 from operators.time import MIN_WATERMARK
 from operators.window_operator import DROPPED, ON_TIME_CLASS
 

@@ -1,14 +1,14 @@
 """Rolling out a changed pipeline: compute the new version beside the serving one, switch
 readers to it once it has caught up, keep the old one for a while.
 
-The live job does this by itself (jobs/live/stream.py): a pending version runs in a cohort of
+The live job does this by itself (jobs.live.stream): a pending version runs in a cohort of
 its own from the beginning of the arrival log, and readers switch when it has caught up (at the
 end of an ``available now`` run, or inside the long-running job once it is within one poll of
 the live position). ``python -m jobs rollout NAME`` does the same without a long-running job:
 it computes the pending version through the whole log, switches, and stops; the next live run
 goes on from its checkpoint.
 
-A switch is one whole-file write (jobs/versions.py), so a crash leaves readers on one version
+A switch is one whole-file write (jobs.lifecycle.versions), so a crash leaves readers on one version
 or the other, and the next run finishes what was left: a pending version's cohort goes on from
 its checkpoint, and switches once it has caught up.
 """
@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobs import effective_from, fast_writes, versions
-from jobs.registry import Pipeline
+from jobs.config.registry import Pipeline
+from jobs.lifecycle import effective_from, versions
+from jobs.store import fast_writes
 from operators.time import human_duration
 
 
@@ -54,7 +55,7 @@ class Switched:
 @dataclass(frozen=True)
 class Waiting:
     """A pending version caught up but may not serve yet (its ``effective_from`` days are
-    not final in the version it replaces: jobs/effective_from.py)."""
+    not final in the version it replaces: jobs.lifecycle.effective_from)."""
 
     pipeline: str
     version: str
@@ -88,8 +89,8 @@ def switch_if_pending(pipeline: Pipeline, why: str) -> Switched | Waiting | None
 def _watermark_of(pipeline: Pipeline) -> int | None:
     """The watermark a version's computation has reached: its last live micro-batch's, else
     (computed by backfills) the arrival log's last."""
-    from jobs.status import live_position
-    from jobs.table_stats import max_column_value
+    from jobs.lifecycle.status import live_position
+    from jobs.store.table_stats import max_column_value
 
     log = pipeline.stream.arrival_log
     found = live_position(pipeline, log).watermark_ms

@@ -24,14 +24,14 @@ from delta.exceptions import (
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs import storage
+from jobs.store import storage
 
 T = TypeVar("T")
 
 
 def is_conflict(error: BaseException) -> bool:
     """Delta's optimistic-concurrency failures (``delta.exceptions``, and ``deltalake``'s
-    ``CommitFailedError`` for the driver's own writes, jobs/fast_writes.py): another writer
+    ``CommitFailedError`` for the driver's own writes, jobs.store.fast_writes): another writer
     committed first. Every write here is a pure function of its inputs (a replaced range, an
     append under a transaction id, an insert-only or keep-the-latest MERGE), so running it
     again on the new table version is safe."""
@@ -98,7 +98,7 @@ def replace_range(frame: DataFrame, path: str, *, column: str, first: str | int,
 
     Delta checks that ``frame`` satisfies the predicate, so a backfill can never touch rows of
     partitions it did not compute. ``tag`` goes into the commit's ``userMetadata``, so that
-    :func:`jobs.table_stats.rows_written` finds this very commit among concurrent writers'
+    :func:`jobs.store.table_stats.rows_written` finds this very commit among concurrent writers'
     ones.
     """
     predicate = f"{column} >= {_literal(first)} AND {column} <= {_literal(last)}"

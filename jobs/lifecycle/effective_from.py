@@ -13,7 +13,7 @@ The switch waits until the replaced version's days before D are final (:func:`wa
 its watermark has passed the end of D's previous day plus its allowed lateness, so no later
 pane of those days exists that the retired version would no longer write. A version whose
 ``effective_from`` lies in the future therefore serves from that day (plus the lateness) on.
-A backfill of such a version computes only days from D (jobs/backfill.py).
+A backfill of such a version computes only days from D (jobs.backfill).
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs import days, fast_writes, tables, versions
-from jobs.delta_io import retry_conflicts
-from jobs.errors import SettingsError
-from jobs.registry import Pipeline
+from jobs import tables
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline
+from jobs.lifecycle import versions
+from jobs.store import fast_writes
+from jobs.store.delta_io import retry_conflicts
+from jobs.tables import days
 from operators.time import human_duration, ms_to_datetime
 
 PARTITION = "window_end_date"

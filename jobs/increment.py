@@ -18,12 +18,13 @@ from pyspark.sql import functions as F
 
 from jobs import tables
 from jobs.backfill import run_backfill
-from jobs.days import day_of
-from jobs.delta_io import read_table_or_none
+from jobs.config.registry import Pipeline, platform_of
+from jobs.config.streams import Stream
 from jobs.live.stream import LiveReport, run_live
-from jobs.registry import Pipeline
-from jobs.streams import Stream, ingest
-from jobs.streams.landing import IngestReport
+from jobs.store.delta_io import read_table_or_none
+from jobs.streams.ingestors import ingest
+from jobs.streams.report import IngestReport
+from jobs.tables.days import day_of
 from operators.time import MIN_WATERMARK
 
 ENGINES = ("auto", "live", "backfill")
@@ -105,7 +106,7 @@ def run_increment(spark: SparkSession, stream: Stream, pipelines: list[Pipeline]
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if pipelines is None:
-        pipelines = stream.settings.platform.pipelines_of(stream.name)
+        pipelines = platform_of(stream.settings).pipelines_of(stream.name)
     previous = log_watermark(spark, stream)
     report = ingest(spark, stream, progress=progress)
     if engine in ("auto", "live"):

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from jobs.settings import PROJECT, PlatformSettings, is_duration, variable_of
+from jobs.config.errors import SettingsError
+from jobs.config.settings import PROJECT, PlatformSettings, is_duration, variable_of
 
 TOOL_VARIABLES = {
     "PLATFORM_REQUIRE_BROWSER": "the test suite: the Dagster UI's browser test fails, rather "
@@ -129,7 +130,7 @@ def render_markdown() -> str:
     lines = [
         "# Settings",
         "",
-        "Generated from the settings model (`jobs/settings.py`) by "
+        "Generated from the settings model (`jobs.config.settings`) by "
         "`python -m jobs settings --markdown`; a test keeps this page equal to it. "
         "`python -m jobs settings` prints the same list with the value in force and where it "
         "came from (the environment, or the default).",
@@ -189,3 +190,15 @@ def _resembling(variable: str, known: list[str]) -> str | None:
                 if score > best_score and len(given) > 2:
                     best, best_score = name, score
     return best if best_score >= 0.8 else None
+
+
+def check_variable_names(env: Mapping[str, str]) -> list[str]:
+    """A misspelt variable (``PLATFORM_WAREHOUS``) would otherwise be ignored without a word,
+    and the job run against the default location: refuse one close to a setting, and return
+    a warning for every other ``PLATFORM_*`` variable that no setting reads."""
+    warnings = []
+    for stray in stray_variables(env):
+        if stray.fatal:
+            raise SettingsError(stray.message())
+        warnings.append(f"warning: {stray.message()}")
+    return warnings

@@ -10,9 +10,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.days import window_end_date
-from jobs.delta_io import read_table_or_none
-from jobs.registry import Pipeline
+from jobs.config.registry import Pipeline
+from jobs.store.delta_io import read_table_or_none
+from jobs.tables.days import window_end_date
 
 
 def log_day_range(spark: SparkSession, pipeline: Pipeline) -> tuple[str, str] | None:

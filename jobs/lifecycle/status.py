@@ -4,7 +4,7 @@
 the one readers see (its tables, the last live micro-batch written to it, how far into the
 stream's arrival log that reached and the watermark there, how many records the log holds
 beyond), the pending one while a changed description rolls out (how far its computation has
-come), and the retired ones whose tables are still kept (jobs/versions.py).
+come), and the retired ones whose tables are still kept (jobs.lifecycle.versions).
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow.compute as pc
 
-from jobs import fast_writes, tables, versions
-from jobs.registry import Pipeline, Platform
-from jobs.table_stats import max_column_value
+from jobs import tables
+from jobs.config.registry import Pipeline, Platform
+from jobs.lifecycle import versions
+from jobs.store import fast_writes
+from jobs.store.table_stats import max_column_value
 from operators.time import MIN_WATERMARK, human_duration, ms_to_datetime
 
 

@@ -1,7 +1,7 @@
 """A pipeline's versions: which one readers see, which one is rolling out, which are kept.
 
 Every version of a pipeline (a digest of its description and of the user code it names,
-jobs/registry.py) writes tables of its own, so no table ever holds two versions' rows, and one
+jobs.config.registry) writes tables of its own, so no table ever holds two versions' rows, and one
 small file says which version readers see::
 
     <warehouse>/pipelines/<name>/
@@ -33,9 +33,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from jobs import fast_writes, storage
-from jobs.errors import SettingsError
-from jobs.registry import Pipeline, pipeline_from_text
+from jobs.config.errors import SettingsError
+from jobs.config.registry import Pipeline, pipeline_from_text, platform_of
+from jobs.store import fast_writes, storage
 
 SERVING = "serving"
 PENDING = "pending"
@@ -258,7 +258,7 @@ def version_pipeline(pipeline: Pipeline, version: str) -> Pipeline:
     if entry is None:
         raise SettingsError(f"pipeline {pipeline.name}: version {version} has no record in "
                             f"{_platform_file(pipeline, 'versions')}")
-    streams = pipeline.settings.platform.streams
+    streams = platform_of(pipeline.settings).streams
     if entry.source not in streams:
         raise SettingsError(f"pipeline {pipeline.name}: version {version} reads stream "
                             f"{entry.source!r}, which PLATFORM_STREAMS no longer describes")
@@ -332,7 +332,7 @@ def version_states(pipeline: Pipeline) -> list[VersionState]:
 
 
 def _rows(table: str) -> int | None:
-    from jobs.table_stats import row_count
+    from jobs.store.table_stats import row_count
 
     return row_count(table)
 

@@ -14,13 +14,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.delta_files import ColumnEncodings
+from jobs.store.delta_files import ColumnEncodings
 
 ARRIVAL_LOG = "arrival_log"
 QUARANTINE = "quarantine"
 WINDOW_RESULTS = "window_results"
 OUTPUT = "output"
-"""A process pipeline's rows (jobs/process/tables.py)."""
+"""A process pipeline's rows (jobs.process.tables)."""
 LATE_RECORDS = "late_records"
 LATE_DATA_METRICS = "late_data_metrics"
 WINDOW_ASSIGNMENTS = "window_assignments"
@@ -48,7 +48,7 @@ ARRIVAL_LOG_ENCODINGS = ColumnEncodings(
     deltas=frozenset({"arrival_seq", "line_number", "event_time_ms", "event_time",
                       "kafka_offset", "kafka_timestamp"}))
 """The arrival log's values that rarely repeat without a dictionary, its rising positions and
-times as deltas (jobs/delta_files.py); the rest (keys, files, ingest times, watermarks) keep
+times as deltas (jobs.store.delta_files); the rest (keys, files, ingest times, watermarks) keep
 Parquet's dictionaries."""
 ENCODINGS: dict[str, ColumnEncodings] = {ARRIVAL_LOG: ARRIVAL_LOG_ENCODINGS}
 """The tables whose columns are not all encoded Parquet's default way, by name."""
@@ -93,7 +93,7 @@ WINDOW_ASSIGNMENTS_SCHEMA = StructType([
     StructField("fate", StringType(), False),  # on_time | late_within_lateness | dropped_late
 ])
 """Every (record, window) decision of the operator library, kept for pipelines whose windows
-Spark cannot assign by itself (jobs/keyed_windows.py): the per-day metrics are computed from it."""
+Spark cannot assign by itself (jobs.windows.keyed): the per-day metrics are computed from it."""
 
 RESULT_KEY_COLUMNS = ("key", "window_start_ms", "window_end_ms")
 PANE_COLUMNS = ("pane_index", "timing", "is_last")

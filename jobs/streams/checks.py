@@ -1,87 +1,24 @@
-"""Checks of a command against the state on disk, before Spark starts.
+"""Checks of a stream against the state on disk, before Spark starts and before ingest writes.
 
-:mod:`jobs.settings` checks each setting on its own and :mod:`jobs.registry` the pipeline and
-stream descriptions; the checks here look at what a command is about to do with them: a day
-range that is reversed, a landing folder that is not there, a stream with nothing ingested
-yet, a pipeline description that names another stream than its tables were computed from,
-a live checkpoint that does not hold the versions to run, a misspelt ``PLATFORM_*``
-variable. Each raises :class:`~jobs.errors.SettingsError`
-with one line naming the argument or setting, so the command line (status 2) and the Dagster
-assets fail the same way, in a second, before any data is touched. No Spark here: everything is
-read with plain Python (remote locations are left to the job that reaches them).
+A landing folder that is not there, a broker that does not answer or a topic that does not
+exist, a stream with nothing ingested yet, a stream whose watermark strategy changed after its
+first ingest: each is one :class:`~jobs.config.errors.SettingsError` naming the setting, so the
+command line (status 2) and the Dagster assets fail the same way, in a second, before any data
+is touched. No Spark here: everything is read with plain Python (remote locations are left to
+the job that reaches them). Both ingestors call :func:`check_stream_mark` before their first
+batch.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
-from collections.abc import Mapping
 
 from deltalake.exceptions import DeltaError
 
-from jobs import fast_writes, storage
-from jobs.registry import Pipeline
-from jobs.settings import SettingsError
-from jobs.streams import Stream
-
-DAY_MS = 86_400_000
-
-
-def check_day_range(first_day: str | None, last_day: str | None,
-                    what: str = "--from/--to") -> None:
-    """A range whose first day is after its last is empty: refuse it rather than run a
-    backfill that writes nothing and looks like a success. The command line and a Dagster
-    partition range share the message; ``what`` names the argument."""
-    if first_day and last_day and dt.date.fromisoformat(first_day) > \
-            dt.date.fromisoformat(last_day):
-        raise SettingsError(f"{what}: {first_day} is after {last_day}: the range is empty "
-                            "(give the earlier day first)")
-
-
-def check_partition_range(start: str, end: str, first_partition: str) -> tuple[str, str]:
-    """The first and last day of a Dagster run's partition range, or a :class:`SettingsError`
-    for a reversed one (``--partition-range 2026-01-05...2026-01-02``, which Dagster runs as
-    a range of no partitions) or one that starts before the first daily partition."""
-    check_day_range(start, end, "partition range")
-    if dt.date.fromisoformat(start) < dt.date.fromisoformat(first_partition):
-        raise SettingsError(f"partition range: {start} is before the first daily partition "
-                            f"{first_partition} (PLATFORM_PARTITIONS_START)")
-    return start, end
-
-
-def nothing_to_backfill(pipeline: Pipeline, first_day: str | None,
-                        last_day: str | None) -> bool:
-    """True only when a backfill of ``[first_day, last_day]`` would certainly write nothing
-    and erase nothing, judged from Delta's file statistics alone: no arrival can have a window
-    ending in the range (a day of margin, as :func:`jobs.days.could_reach`), no quarantined
-    line was ingested on those days, and no output table holds a row in them. Then the
-    command can say so at once instead of after Spark's start-up and a pass over the log
-    (``--from 2030-01-01``: the issue's three minutes for nothing). Unknown means False."""
-    from jobs.table_stats import file_bounds, partition_values
-
-    window = pipeline.spec.window
-    if window is None or not first_day or not last_day or window.gap_field:
-        return False
-    first, last = dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day)
-    epoch = dt.date(1970, 1, 1)
-    reach = window.size_ms or window.gap_ms or 0
-    low = (first - epoch).days * DAY_MS - DAY_MS - reach
-    high = (last - epoch).days * DAY_MS + 2 * DAY_MS
-    arrivals = file_bounds(pipeline.table_path("arrival_log"), "event_time_ms")
-    if arrivals is None or any(lo <= high and hi >= low for lo, hi in arrivals):
-        return False
-    margin = dt.timedelta(days=1)
-    quarantined = file_bounds(pipeline.table_path("quarantine"), "ingest_date")
-    if quarantined is None or any(lo <= last + margin and hi >= first - margin
-                                  for lo, hi in quarantined):
-        return False
-    for name in ("window_results", "late_records", "late_data_metrics", "window_assignments"):
-        days = partition_values(pipeline.table_path(name), "window_end_date")
-        if days is None or any(first <= dt.date.fromisoformat(str(day)) <= last
-                               for day in days):
-            return False
-    return True
+from jobs.config.errors import SettingsError
+from jobs.config.streams import Stream
+from jobs.store import fast_writes, storage
 
 
 def _landing_setting(stream: Stream) -> str:
@@ -183,18 +120,3 @@ def check_stream_mark(stream: Stream, *, remember: bool) -> None:
             "first ingest; its arrival log holds the watermarks the earlier strategy computed, "
             "and ingest carries that strategy's state. Restore the watermark section, or "
             "describe a new stream (a new file) with this one")
-
-
-def check_variable_names(env: Mapping[str, str]) -> list[str]:
-    """A misspelt variable (``PLATFORM_WAREHOUS``) would otherwise be ignored without a word,
-    and the job run against the default location: refuse one close to a setting, and return
-    a warning for every other ``PLATFORM_*`` variable that no setting reads."""
-    from jobs.settings_reference import stray_variables
-
-    warnings = []
-    for stray in stray_variables(env):
-        if stray.fatal:
-            raise SettingsError(stray.message())
-        warnings.append(f"warning: {stray.message()}")
-    return warnings
-

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs import storage
+from jobs.store import storage
 
 if TYPE_CHECKING:
     from deltalake.transaction import AddAction

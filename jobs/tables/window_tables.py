@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from jobs import tables
-from jobs.days import day_of_column, window_end_date
+from jobs.tables.days import day_of_column, window_end_date
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
 from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
@@ -223,7 +223,7 @@ def _timestamps(ms: pd.Series) -> pa.Array:
 
 def results_table(panes: pd.DataFrame, spec: PipelineSpec, time_zone: str) -> pa.Table:
     """Pane rows of a runtime's output (the latest per window) in the results table's shape."""
-    from jobs.fast_writes import arrow_schema
+    from jobs.store.fast_writes import arrow_schema
 
     schema = arrow_schema(results_schema(spec))
     columns = {
@@ -247,7 +247,7 @@ def results_table(panes: pd.DataFrame, spec: PipelineSpec, time_zone: str) -> pa
 
 def late_table(late: pd.DataFrame, time_zone: str) -> pa.Table:
     """Late rows of a runtime's output in the late-records table's shape."""
-    from jobs.fast_writes import arrow_schema
+    from jobs.store.fast_writes import arrow_schema
 
     columns = {
         "key": pa.array(late["key"].tolist(), pa.string()),
@@ -274,7 +274,7 @@ def assignment_table(output: pa.Table, time_zone: str) -> pa.Table:
     """The assign and late rows of a runtime's output in the ``window_assignments`` shape
     (late rows are the dropped assignments). Arrow to Arrow: a session pipeline has a row here
     per record, and through pandas each row's key and fate became Python objects and back."""
-    from jobs.fast_writes import arrow_schema
+    from jobs.store.fast_writes import arrow_schema
 
     schema = arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA)
     taken = [name for name in schema.names if name != "window_end_date"]

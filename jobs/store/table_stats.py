@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from jobs.fast_writes import delta_uri
+from jobs.store.fast_writes import delta_uri
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -89,7 +89,7 @@ HISTORY_SEARCH = 50
 
 
 def rows_written(table_path: str, tag: str) -> int:
-    """Rows the commit tagged ``tag`` (``userMetadata``, jobs/delta_io.py ``replace_range``)
+    """Rows the commit tagged ``tag`` (``userMetadata``, jobs.store.delta_io ``replace_range``)
     wrote, from Delta's own commit metrics (no re-read). Never the newest commit's figure:
     that may be another writer's (the live stream, a concurrent backfill) or, when this write
     replaced an empty range with nothing and so committed nothing, the previous run's;

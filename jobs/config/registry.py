@@ -23,14 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs import storage, tables
-from jobs.errors import SettingsError
+from jobs import tables
+from jobs.config.errors import SettingsError
+from jobs.config.streams import STREAM_TABLES, Stream, parse_stream
 from jobs.runtime import UnsupportedPipeline, check_runnable
-from jobs.streams import STREAM_TABLES, Stream, parse_stream
+from jobs.store import storage
 from operators.pipeline import PipelineConfigError, PipelineSpec, parse_pipeline, read_description
 
 if TYPE_CHECKING:
-    from jobs.settings import PlatformSettings
+    from jobs.config.settings import PlatformSettings
 
 DESCRIPTION_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -82,7 +83,7 @@ def version_of(spec: PipelineSpec, code: dict[str, str] | None = None) -> str:
 class Pipeline:
     """One version of one pipeline of the platform: its name, description, stream, version,
     and where its tables live (``<warehouse>/pipelines/<name>/versions/<version>/``; which
-    version readers see is kept by jobs/versions.py)."""
+    version readers see is kept by jobs.lifecycle.versions)."""
 
     name: str
     spec: PipelineSpec
@@ -94,7 +95,7 @@ class Pipeline:
     code: dict[str, str] = field(default_factory=dict)
     """The fingerprints the version covers (module -> digest of its source)."""
     recorded: bool = False
-    """Rebuilt from its version record (jobs/versions.py), not read from its file now."""
+    """Rebuilt from its version record (jobs.lifecycle.versions), not read from its file now."""
 
     @property
     def settings(self) -> PlatformSettings:
@@ -253,7 +254,7 @@ def load_pipeline_file(file: Path, streams: dict[str, Stream]) -> PipelineSpec:
 
 def pipeline_from_text(name: str, text: str, file: str, streams: dict[str, Stream],
                        version: str, code: dict[str, str]) -> Pipeline:
-    """A version of a pipeline as recorded (jobs/versions.py): its description's text as it
+    """A version of a pipeline as recorded (jobs.lifecycle.versions): its description's text as it
     was when the version was first run, whatever the file says now."""
     import yaml
 
@@ -286,6 +287,12 @@ def check_pipeline(raw: object, file: Path | str, streams: dict[str, Stream]) ->
     except UnsupportedPipeline as error:
         raise SettingsError(f"{file}: {error}") from None
     return spec
+
+
+def platform_of(settings: PlatformSettings) -> Platform:
+    """Every stream and pipeline the settings' two folders describe, read and checked once for
+    these settings (a changed folder is read again by :func:`load_platform`)."""
+    return settings.derived("platform", lambda: load_platform(settings))
 
 
 def load_platform(settings: PlatformSettings) -> Platform:

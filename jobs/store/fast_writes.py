@@ -8,7 +8,7 @@ and under the stream's load appending 100,000 arrival-log rows took 6 to 9 s
 writes the same Delta protocol from Arrow in the driver: the same append takes about 0.1 s and
 a ``MERGE`` of 10,000 panes a few tens of milliseconds. Spark reads what it writes and writes
 the same tables (backfills); both take part in Delta's optimistic concurrency, and conflicts
-are retried like Spark's (:func:`jobs.delta_io.retry_conflicts`).
+are retried like Spark's (:func:`jobs.store.delta_io.retry_conflicts`).
 
 Writes keep their idempotency: appends carry a Delta transaction id (``txnAppId`` / version, as
 Spark's), and merges are keep-the-latest or insert-only, so a repeated batch changes nothing.
@@ -23,8 +23,8 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from jobs import delta_files, storage
-from jobs.delta_io import retry_conflicts
+from jobs.store import delta_files, storage
+from jobs.store.delta_io import retry_conflicts
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def delta_uri(location: str) -> str:
-    """The table's location as delta-rs takes it (:func:`jobs.storage.object_store_uri`)."""
+    """The table's location as delta-rs takes it (:func:`jobs.store.storage.object_store_uri`)."""
     return storage.object_store_uri(location)
 
 
@@ -117,7 +117,7 @@ def _append_arrow_file(location: str, table: DeltaTable, data: pa.Table, app_id:
                        version: int | None,
                        encodings: delta_files.ColumnEncodings | None = None) -> bool:
     """:func:`append` as a file Arrow writes and a commit delta-rs makes
-    (jobs/delta_files.py). The file is written once. After a conflict the table is loaded
+    (jobs.store.delta_files). The file is written once. After a conflict the table is loaded
     again: a transaction that landed meanwhile ends the append (the file is left to VACUUM, as
     a failed write's is: the commit that landed may be this one, its answer lost), and a table
     that changed so that it no longer takes such files gets delta-rs's own write."""

@@ -29,6 +29,20 @@ from operators.pipeline import AggregateSpec
 from operators.user_functions import load_user_aggregate
 from operators.windows import TimeWindow
 
+__all__ = [
+    "AggregateFunction",
+    "BUILTIN_AGGREGATES",
+    "Count",
+    "Max",
+    "Mean",
+    "Min",
+    "NamedAggregates",
+    "ProcessContext",
+    "ProcessWindowFunction",
+    "Reduce",
+    "Sum",
+]
+
 
 class AggregateFunction(Protocol):
     """An incremental aggregate over elements (payload mappings)."""

@@ -48,6 +48,24 @@ from operators.triggers import (
     TriggerResult,
 )
 
+__all__ = [
+    "AfterAll",
+    "AfterAny",
+    "AfterCount",
+    "AfterEach",
+    "AfterProcessingTime",
+    "AfterWatermark",
+    "ComposedTrigger",
+    "ELEMENT",
+    "OrFinally",
+    "PROCESSING_TIME",
+    "Part",
+    "PartContext",
+    "Repeatedly",
+    "WATERMARK",
+]
+
+
 ELEMENT = "element"
 WATERMARK = "watermark"
 PROCESSING_TIME = "processing_time"

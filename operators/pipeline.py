@@ -95,6 +95,33 @@ from pydantic.dataclasses import dataclass
 from operators.time import parse_duration_ms
 from operators.user_functions import is_user_function, load_user_aggregate
 
+__all__ = [
+    "AGGREGATE_FUNCTIONS",
+    "AggregateSpec",
+    "COMPOSABLE_TRIGGER_TYPES",
+    "EVICTOR_TYPES",
+    "EvictorSpec",
+    "FLINK_TRIGGER_TYPES",
+    "OUTPUT_TYPES",
+    "OutputColumn",
+    "PipelineConfigError",
+    "PipelineSpec",
+    "RESERVED_OUTPUT",
+    "TRIGGER_TYPES",
+    "TriggerSpec",
+    "WATERMARK_STRATEGIES",
+    "WINDOW_TYPES",
+    "WatermarkSpec",
+    "WindowSpec",
+    "load_pipeline",
+    "main",
+    "parse_pipeline",
+    "parse_watermark",
+    "pipeline_json_schema",
+    "read_description",
+]
+
+
 WATERMARK_STRATEGIES = ("bounded_out_of_orderness", "monotonous", "punctuated")
 WINDOW_TYPES = ("tumbling", "sliding", "session", "global")
 FLINK_TRIGGER_TYPES = (

@@ -33,6 +33,15 @@ from typing import Any
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME, VOID_NAMESPACE, TimerService
 
+__all__ = [
+    "KeyedProcessDriver",
+    "KeyedProcessFunction",
+    "ListState",
+    "MapState",
+    "ProcessContext",
+    "ValueState",
+]
+
 
 class ValueState:
     """One value per key (``None`` when unset)."""

@@ -47,6 +47,18 @@ from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME
 from operators.user_functions import is_user_function
 
+__all__ = [
+    "Emitted",
+    "ProcessFunctionError",
+    "ProcessRunner",
+    "Record",
+    "late_records",
+    "load_process_function",
+    "run_keys",
+    "user_error_in",
+]
+
+
 _PYTHON_TYPES = {"long": (int,), "double": (int, float), "string": (str,), "boolean": (bool,)}
 
 

@@ -38,6 +38,26 @@ from operators.time import MIN_WATERMARK, parse_timestamp_ms
 from operators.watermarks import assign_watermarks
 from operators.window_operator import Firing, LateRecord, Pane, WindowDriver
 
+__all__ = [
+    "ArrivalRecord",
+    "FiredPane",
+    "Line",
+    "ReplayInputError",
+    "ReplayOutput",
+    "WatermarkLine",
+    "json_text",
+    "late_by_record",
+    "late_to_json",
+    "load_replay_pipeline",
+    "never_fired",
+    "pane_to_json",
+    "parse_event_line",
+    "read_arrival_log",
+    "records_of",
+    "run",
+    "watermarks_for",
+]
+
 
 class ReplayInputError(ValueError):
     """A bad input line or file; the message says where and why."""

@@ -43,6 +43,12 @@ from operators.replay import (
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK, parse_timestamp_ms
 from operators.transcript import main_transcript
 
+__all__ = [
+    "build_parser",
+    "main",
+    "replay_process",
+]
+
 
 def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     try:

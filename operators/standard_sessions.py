@@ -46,6 +46,12 @@ from operators.window_operator import (
     Pane,
 )
 
+__all__ = [
+    "OpenSession",
+    "SessionDriver",
+    "is_standard_session",
+]
+
 
 def is_standard_session(spec: PipelineSpec) -> bool:
     """Session windows of a fixed gap, the default event-time trigger, no evictor and built-in

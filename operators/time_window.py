@@ -11,6 +11,10 @@ from typing import NamedTuple
 
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 
+__all__ = [
+    "TimeWindow",
+]
+
 
 class TimeWindow(NamedTuple):
     """``[start, end)``: a tuple, so it hashes, sorts as ``(start, end)`` and serialises."""

@@ -43,6 +43,19 @@ from operators.replay import FiredPane, json_text
 from operators.time import MIN_WATERMARK, parse_timestamp_ms
 from operators.window_operator import LateRecord, WindowDriver
 
+__all__ = [
+    "DEFAULT_AGGREGATES",
+    "Divergence",
+    "LATE_FIELDS",
+    "PANE_FIELDS",
+    "Transcript",
+    "TranscriptError",
+    "load_transcript",
+    "main_transcript",
+    "run_transcript",
+]
+
+
 DEFAULT_AGGREGATES = [{"name": "n", "fn": "count"}, {"name": "s", "fn": "sum", "field": "value"}]
 """``n`` elements, ``s`` the sum of their ``value`` (by default their event time, so ``s``
 fingerprints which elements a pane holds)."""

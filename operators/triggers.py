@@ -44,6 +44,24 @@ from typing import Any, Protocol
 
 from operators.time_window import TimeWindow
 
+__all__ = [
+    "CONTINUE",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "CountTrigger",
+    "DeltaTrigger",
+    "EventTimeTrigger",
+    "FIRE",
+    "FIRE_AND_PURGE",
+    "NeverTrigger",
+    "PURGE",
+    "ProcessingTimeTrigger",
+    "PurgingTrigger",
+    "Trigger",
+    "TriggerContext",
+    "TriggerResult",
+]
+
 
 class TriggerResult(IntEnum):
     """Bit 1 = fire, bit 2 = purge, as Flink's ``TriggerResult``."""

@@ -18,6 +18,16 @@ import numpy as np
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK
 
+__all__ = [
+    "ArrivalWatermarks",
+    "BoundedOutOfOrderness",
+    "CodedPartitions",
+    "PartitionStrategy",
+    "Punctuated",
+    "assign_watermarks",
+    "watermark_column",
+]
+
 
 class PartitionStrategy(Protocol):
     """The watermark of one source partition, from the events it has delivered."""

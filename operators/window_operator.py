@@ -42,6 +42,27 @@ from operators.timers import EVENT_TIME, PROCESSING_TIME, TimerService
 from operators.triggers import Trigger, TriggerResult
 from operators.windows import SessionWindows, TimeWindow, WindowAssigner
 
+__all__ = [
+    "Assignment",
+    "BY_INGEST_TIME",
+    "BY_RECORD",
+    "BY_WATERMARK",
+    "DROPPED",
+    "EARLY",
+    "Firing",
+    "KeyState",
+    "LATE",
+    "LATE_WITHIN",
+    "LateRecord",
+    "ON_TIME",
+    "ON_TIME_CLASS",
+    "Pane",
+    "WindowDriver",
+    "WindowOperator",
+    "WindowState",
+]
+
+
 EARLY = "EARLY"
 ON_TIME = "ON_TIME"
 LATE = "LATE"

@@ -1,4 +1,4 @@
-"""Beam's composable triggers (``apache_beam/transforms/trigger.py``) inside a Flink window
+"""Beam's composable triggers (``apache_beam.transforms.trigger``) inside a Flink window
 operator.
 
 Flink's triggers answer FIRE/PURGE per callback; Beam's are built from parts —

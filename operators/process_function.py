@@ -259,7 +259,7 @@ class KeyedProcessDriver:
     def fire_next(self, kind: int) -> None:
         """Fire the next timer of one kind (``EVENT_TIME`` or ``PROCESSING_TIME``), whatever
         the clocks: for runtimes that decide the order across kinds themselves
-        (operators/process_pipeline.py)."""
+        (:mod:`operators.process_pipeline`)."""
         if kind == EVENT_TIME:
             timer = self.timers.pop_due_event_time(MAX_TIMESTAMP)
         else:

@@ -71,7 +71,7 @@ def _final_watermark(text: str) -> int:
 
 def replay_process(spec: PipelineSpec, args: argparse.Namespace, recorded_only: bool,
                    say: Callable[[str], None]) -> int:
-    """A process pipeline (operators/process_pipeline.py): each key's records through the
+    """A process pipeline (:mod:`operators.process_pipeline`): each key's records through the
     function, its timers then fired at the last watermark (or ``--final-watermark``), as a
     backfill does; its output rows to ``--panes`` (or standard output), its late records to
     ``--late``."""

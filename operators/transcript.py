@@ -3,7 +3,7 @@
 A transcript is what a Flink or Beam test does, as data: a pipeline (window, trigger, allowed
 lateness), then steps — records arriving, the watermark or the ingest clock advancing — and,
 after them, the panes and late rows that must have come out. One runner executes every
-transcript of the test suite (tests/operators/test_transcripts.py) and ``eventtime-replay
+transcript of the test suite (:mod:`tests.operators.test_transcripts`) and ``eventtime-replay
 --transcript FILE`` runs one and prints the first divergence, so a suspected bug is filed as a
 transcript that fails. Format: docs/replay.md, "Transcripts".
 

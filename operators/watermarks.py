@@ -250,7 +250,7 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     A record's watermark is ``max(previous, min over the partitions active at its ingest time
     of (max event time seen before it - delay - 1))``, held when all are idle: per partition a
     running maximum and a forward fill, shifted by one record, then a minimum across
-    partitions and a running maximum (tests/test_watermarks.py holds it to the walk)."""
+    partitions and a running maximum (:mod:`tests.test_watermarks` holds it to the walk)."""
     if spec.strategy not in ("bounded_out_of_orderness", "monotonous") or \
             spec.tick_interval_ms is not None:
         return None

@@ -13,7 +13,7 @@ Two shapes, as in Flink:
 Built-ins follow SQL (and so Spark's vectorised backfill): ``count`` without a field counts
 elements, with a field counts non-null values; ``sum``/``min``/``max``/``mean`` ignore missing,
 null and non-numeric values and give ``None`` when there are none. ``sum``/``min``/``max`` are
-exact decimals and ``mean`` is a float computed from the exact sum (operators/numbers.py), so no
+exact decimals and ``mean`` is a float computed from the exact sum (:mod:`operators.numbers`), so no
 result depends on the order in which elements were added.
 """
 
@@ -28,6 +28,20 @@ from operators.numbers import add_exact, to_double, to_exact
 from operators.pipeline import AggregateSpec
 from operators.user_functions import load_user_aggregate
 from operators.windows import TimeWindow
+
+__all__ = [
+    "AggregateFunction",
+    "BUILTIN_AGGREGATES",
+    "Count",
+    "Max",
+    "Mean",
+    "Min",
+    "NamedAggregates",
+    "ProcessContext",
+    "ProcessWindowFunction",
+    "Reduce",
+    "Sum",
+]
 
 
 class AggregateFunction(Protocol):
@@ -68,7 +82,7 @@ def _value(element: Mapping[str, Any] | None, field: str) -> Decimal | None:
 
 
 class Sum:
-    """Exact: the accumulator is a decimal string (JSON-able), see operators/numbers.py."""
+    """Exact: the accumulator is a decimal string (JSON-able), see :mod:`operators.numbers`."""
 
     def __init__(self, field: str) -> None:
         self.field = field

@@ -53,6 +53,23 @@ from operators.async_results import (
 )
 from operators.retry import RetryPolicy
 
+__all__ = [
+    "AsyncEnrichConfig",
+    "BatchResult",
+    "Call",
+    "EnrichMode",
+    "OutputMode",
+    "Record",
+    "SessionFactory",
+    "default_session_factory",
+    "enrich",
+    "enrich_batch",
+    "enrich_batch_async",
+    "iter_enrich",
+    "new_event_loop",
+]
+
+
 Record = Mapping[str, Any]
 Call = Callable[[Record, Any], Awaitable[Any]]
 """``call(record, session) -> response``: one attempt; raise to fail it."""

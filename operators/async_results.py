@@ -14,6 +14,21 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+__all__ = [
+    "DEAD_LETTER",
+    "EnrichmentMetrics",
+    "MISSING_RECORDING",
+    "OK",
+    "Outcome",
+    "REJECTED_RESULT",
+    "Recording",
+    "Source",
+    "Status",
+    "canonical_json",
+    "recordings_by_seq",
+]
+
+
 Status = Literal["ok", "dead_letter"]
 Source = Literal["call", "recording"]
 

@@ -41,6 +41,15 @@ from operators.windows import (
     WindowAssigner,
 )
 
+__all__ = [
+    "build_assigner",
+    "build_driver",
+    "build_evictor",
+    "build_part",
+    "build_trigger",
+    "build_window_operator",
+]
+
 
 def build_assigner(spec: WindowSpec) -> WindowAssigner:
     if spec.type == "tumbling":

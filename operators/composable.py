@@ -1,4 +1,4 @@
-"""Beam's composable triggers (``apache_beam/transforms/trigger.py``) inside a Flink window
+"""Beam's composable triggers (``apache_beam.transforms.trigger``) inside a Flink window
 operator.
 
 Flink's triggers answer FIRE/PURGE per callback; Beam's are built from parts —
@@ -47,6 +47,24 @@ from operators.triggers import (
     TriggerContext,
     TriggerResult,
 )
+
+__all__ = [
+    "AfterAll",
+    "AfterAny",
+    "AfterCount",
+    "AfterEach",
+    "AfterProcessingTime",
+    "AfterWatermark",
+    "ComposedTrigger",
+    "ELEMENT",
+    "OrFinally",
+    "PROCESSING_TIME",
+    "Part",
+    "PartContext",
+    "Repeatedly",
+    "WATERMARK",
+]
+
 
 ELEMENT = "element"
 WATERMARK = "watermark"

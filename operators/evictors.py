@@ -14,6 +14,15 @@ from typing import Any
 
 from operators.windows import TimeWindow
 
+__all__ = [
+    "CountEvictor",
+    "DeltaEvictor",
+    "Element",
+    "Evictor",
+    "TimeEvictor",
+]
+
+
 Element = tuple[int, Mapping[str, Any] | None, int]
 """A buffered element: ``(event_time_ms, payload, arrival_seq)``; the arrival position keeps
 the buffer in arrival order when session windows merge."""

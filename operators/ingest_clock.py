@@ -20,6 +20,12 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+__all__ = [
+    "Fetch",
+    "IngestClock",
+]
+
+
 Fetch = Callable[[int], tuple[Iterable[int], Iterable[int], Iterable[int]] | None]
 """``fetch(after_seq)``: the arrival log's ``(arrival_seq, ingest_time_ms, watermark_ms)``
 columns of the records after ``after_seq`` (any order; ``None`` or empty: none yet)."""

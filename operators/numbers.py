@@ -13,6 +13,17 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
+__all__ = [
+    "MAX_ABS",
+    "QUANTUM",
+    "SCALE",
+    "SPARK_TYPE",
+    "add_exact",
+    "to_double",
+    "to_exact",
+]
+
+
 SCALE = 9
 QUANTUM = Decimal(1).scaleb(-SCALE)
 MAX_ABS = Decimal(10) ** (38 - SCALE)

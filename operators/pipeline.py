@@ -44,7 +44,7 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
       field: value                         # delta
       interval: 10s                        # continuous_*
       purging: false                       # wrap in a purging trigger
-    # or Beam's composable triggers, nested in each other (operators/composable.py):
+    # or Beam's composable triggers, nested in each other (operators.composable):
     trigger:
       type: after_watermark                # fire when the watermark passes the window's end
       early: {type: after_count, count: 2} # optional: repeatedly before it
@@ -64,7 +64,7 @@ Format (YAML or JSON; durations are ms numbers or strings such as ``"10s"``, ``"
     aggregates:                            # name: {fn, field}
       - {name: events, fn: count}
       - {name: value_sum, fn: sum, field: value}
-      - {name: spread, fn: "mypackage.stats:Spread", field: value}   # operators/user_functions.py
+      - {name: spread, fn: "mypackage.stats:Spread", field: value}   # operators.user_functions
     version: "2"                           # optional label; see PipelineSpec.version
     effective_from: 2026-11-01             # optional, a changed windowed pipeline: days
                                            # before it keep the replaced version's rows
@@ -95,6 +95,33 @@ from pydantic.dataclasses import dataclass
 from operators.time import parse_duration_ms
 from operators.user_functions import is_user_function, load_user_aggregate
 
+__all__ = [
+    "AGGREGATE_FUNCTIONS",
+    "AggregateSpec",
+    "COMPOSABLE_TRIGGER_TYPES",
+    "EVICTOR_TYPES",
+    "EvictorSpec",
+    "FLINK_TRIGGER_TYPES",
+    "OUTPUT_TYPES",
+    "OutputColumn",
+    "PipelineConfigError",
+    "PipelineSpec",
+    "RESERVED_OUTPUT",
+    "TRIGGER_TYPES",
+    "TriggerSpec",
+    "WATERMARK_STRATEGIES",
+    "WINDOW_TYPES",
+    "WatermarkSpec",
+    "WindowSpec",
+    "load_pipeline",
+    "main",
+    "parse_pipeline",
+    "parse_watermark",
+    "pipeline_json_schema",
+    "read_description",
+]
+
+
 WATERMARK_STRATEGIES = ("bounded_out_of_orderness", "monotonous", "punctuated")
 WINDOW_TYPES = ("tumbling", "sliding", "session", "global")
 FLINK_TRIGGER_TYPES = (
@@ -115,7 +142,7 @@ COMPOSABLE_TRIGGER_TYPES = (
     "repeatedly",
     "or_finally",
 )
-"""Beam's composable triggers (operators/composable.py); they nest, and only in each other."""
+"""Beam's composable triggers (:mod:`operators.composable`); they nest, and only in each other."""
 TRIGGER_TYPES = FLINK_TRIGGER_TYPES + COMPOSABLE_TRIGGER_TYPES
 EVICTOR_TYPES = ("count", "time", "delta")
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "mean")
@@ -284,7 +311,7 @@ _CONFIG = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=Tr
 
 @dataclass(frozen=True, config=_CONFIG)
 class WatermarkSpec(_Section):
-    """How the arrival log's watermark is computed (operators/watermarks.py)."""
+    """How the arrival log's watermark is computed (:mod:`operators.watermarks`)."""
 
     KIND: ClassVar[str | None] = "strategy"
     DEFAULT_KIND: ClassVar[str | None] = "bounded_out_of_orderness"
@@ -312,7 +339,7 @@ class WatermarkSpec(_Section):
 
 @dataclass(frozen=True, config=_CONFIG)
 class WindowSpec(_Section):
-    """The window assigner (operators/windows.py)."""
+    """The window assigner (:mod:`operators.windows`)."""
 
     KIND: ClassVar[str | None] = "type"
     NOUN: ClassVar[str] = "windows"
@@ -356,8 +383,8 @@ class WindowSpec(_Section):
 class TriggerSpec(_Section):
     """When a window emits a pane; ``None`` in a pipeline means the window's default trigger.
 
-    Flink's triggers (operators/triggers.py) or a tree of Beam's composable triggers
-    (operators/composable.py): ``after_watermark`` with optional ``early`` and ``late``
+    Flink's triggers (:mod:`operators.triggers`) or a tree of Beam's composable triggers
+    (:mod:`operators.composable`): ``after_watermark`` with optional ``early`` and ``late``
     firings, ``after_count``, ``after_processing_time`` (on the ingest clock), ``after_any`` /
     ``after_all`` / ``after_each`` of ``triggers``, ``repeatedly`` of a ``trigger``,
     ``or_finally`` of ``main`` until ``finally``. The top of a tree may say
@@ -453,7 +480,7 @@ class TriggerSpec(_Section):
 
 @dataclass(frozen=True, config=_CONFIG)
 class EvictorSpec(_Section):
-    """What a window forgets before or after its function runs (operators/evictors.py)."""
+    """What a window forgets before or after its function runs (:mod:`operators.evictors`)."""
 
     KIND: ClassVar[str | None] = "type"
     NOUN: ClassVar[str] = "evictors"
@@ -486,7 +513,7 @@ class AggregateSpec(_Section):
         {"pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
          "description": "your AggregateFunction class as module:Class"}]})
     """A built-in (``count``, ``sum``, ...) or a user class as ``module:Class``
-    (operators/user_functions.py)."""
+    (:mod:`operators.user_functions`)."""
     field: str | None = None
 
     @property
@@ -596,7 +623,7 @@ class PipelineSpec(_Section):
     process: str | None = Field(None, json_schema_extra={
         "description": "your KeyedProcessFunction class as module:Class"})
     """Instead of ``window``: a user's ``KeyedProcessFunction`` subclass
-    (operators/process_pipeline.py), run per key with its state and event-time timers."""
+    (:mod:`operators.process_pipeline`), run per key with its state and event-time timers."""
     output: _Output = None
     """A process function's output columns, ``{name: type}`` in order."""
     day_column: str | None = None

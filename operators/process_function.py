@@ -33,6 +33,15 @@ from typing import Any
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME, VOID_NAMESPACE, TimerService
 
+__all__ = [
+    "KeyedProcessDriver",
+    "KeyedProcessFunction",
+    "ListState",
+    "MapState",
+    "ProcessContext",
+    "ValueState",
+]
+
 
 class ValueState:
     """One value per key (``None`` when unset)."""
@@ -250,7 +259,7 @@ class KeyedProcessDriver:
     def fire_next(self, kind: int) -> None:
         """Fire the next timer of one kind (``EVENT_TIME`` or ``PROCESSING_TIME``), whatever
         the clocks: for runtimes that decide the order across kinds themselves
-        (operators/process_pipeline.py)."""
+        (:mod:`operators.process_pipeline`)."""
         if kind == EVENT_TIME:
             timer = self.timers.pop_due_event_time(MAX_TIMESTAMP)
         else:

@@ -29,7 +29,7 @@ traceback.
 
 Processing-time timers fire on the ingest clock in the order a single pass over the log would
 fire them: a key orders its due timers of both kinds by comparing event times with ``g(t)``,
-the watermark in force when the ingest clock reached ``t`` (operators/ingest_clock.py), and
+the watermark in force when the ingest clock reached ``t`` (:mod:`operators.ingest_clock`), and
 one that no record of the key made due fires once the watermark has passed ``g(t)``
 (docs/semantics.md, "Processing-time timers").
 """
@@ -46,6 +46,18 @@ from operators.process_function import KeyedProcessDriver, KeyedProcessFunction
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
 from operators.timers import EVENT_TIME, PROCESSING_TIME
 from operators.user_functions import is_user_function
+
+__all__ = [
+    "Emitted",
+    "ProcessFunctionError",
+    "ProcessRunner",
+    "Record",
+    "late_records",
+    "load_process_function",
+    "run_keys",
+    "user_error_in",
+]
+
 
 _PYTHON_TYPES = {"long": (int,), "double": (int, float), "string": (str,), "boolean": (bool,)}
 

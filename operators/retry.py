@@ -13,6 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+__all__ = [
+    "Backoff",
+    "RetryPolicy",
+]
+
+
 Backoff = Literal["fixed", "exponential"]
 
 

@@ -1,7 +1,7 @@
 """Session windows with the event-time trigger and built-in aggregates, without the general
 operator's machinery.
 
-The window operator (operators/window_operator.py) runs any trigger, evictor and aggregate
+The window operator (:mod:`operators.window_operator`) runs any trigger, evictor and aggregate
 through a timer service, a trigger context and decimal-string accumulators; for the most common
 session pipeline that generality costs about 40 µs of Python per record. Here the same decisions
 are taken directly, with the same results:
@@ -21,7 +21,8 @@ A window's timers are two flags on the window, not entries in a timer queue, and
 are integers of nanounits (``DECIMAL(38, 9)`` values times ``10**9``), exact as the operator's
 decimals are. The snapshot of a key is the operator's own format, so a key's state passes
 between this driver and :class:`~operators.window_operator.WindowDriver` unchanged in meaning.
-tests/test_standard_sessions.py holds every pane, late record and assignment to the operator's.
+:mod:`tests.operators.test_standard_sessions` holds every pane, late record and assignment to
+the operator's.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ from operators.window_operator import (
     LateRecord,
     Pane,
 )
+
+__all__ = [
+    "OpenSession",
+    "SessionDriver",
+    "is_standard_session",
+]
 
 
 def is_standard_session(spec: PipelineSpec) -> bool:
@@ -168,7 +175,7 @@ class _Key:
 class OpenSession:
     """A key's whole state when it is one session that has fired no pane and whose on-time
     timer is pending: what records that only grow the session change in closed form
-    (jobs/live/session_growth.py). ``accs`` are the driver's accumulators (nanounits)."""
+    (:mod:`jobs.live.session_growth`). ``accs`` are the driver's accumulators (nanounits)."""
 
     start: int
     end: int
@@ -416,7 +423,7 @@ class SessionDriver:
             self.states[key] = state
 
 
-    # -- a session that only grows (jobs/live/session_growth.py) ----------------------------
+    # -- a session that only grows (jobs.live.session_growth) ------------------------------
 
     def open_session(self, snap: Mapping[str, Any] | None) -> OpenSession | None:
         """``snap`` (a key's snapshot) as an :class:`OpenSession`, or ``None`` when it holds

@@ -11,6 +11,17 @@ import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
+__all__ = [
+    "MAX_TIMESTAMP",
+    "MIN_WATERMARK",
+    "datetime_to_ms",
+    "human_duration",
+    "ms_to_datetime",
+    "parse_duration_ms",
+    "parse_timestamp_ms",
+]
+
+
 MIN_WATERMARK = -(2**63)
 """The watermark before anything is known (Flink's ``Long.MIN_VALUE``)."""
 

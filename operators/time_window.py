@@ -1,8 +1,8 @@
 """The window itself: a half-open interval of event time, ``[start, end)``.
 
-Its own module because both the assigners (``windows.py``, which create windows and name their
-default trigger) and the triggers (``triggers.py``, which fire them) need it; with the window
-here, ``windows`` imports ``triggers`` and never the other way round.
+Its own module because both the assigners (:mod:`operators.windows`, which create windows and
+name their default trigger) and the triggers (:mod:`operators.triggers`, which fire them) need
+it; with the window here, ``windows`` imports ``triggers`` and never the other way round.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from operators.time import MAX_TIMESTAMP, MIN_WATERMARK
+
+__all__ = [
+    "TimeWindow",
+]
 
 
 class TimeWindow(NamedTuple):

@@ -39,6 +39,16 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "DueTimers",
+    "EVENT_TIME",
+    "Namespace",
+    "PROCESSING_TIME",
+    "TimerService",
+    "VOID_NAMESPACE",
+]
+
+
 EVENT_TIME = 0
 PROCESSING_TIME = 1
 

@@ -3,7 +3,7 @@
 A transcript is what a Flink or Beam test does, as data: a pipeline (window, trigger, allowed
 lateness), then steps — records arriving, the watermark or the ingest clock advancing — and,
 after them, the panes and late rows that must have come out. One runner executes every
-transcript of the test suite (tests/operators/test_transcripts.py) and ``eventtime-replay
+transcript of the test suite (:mod:`tests.operators.test_transcripts`) and ``eventtime-replay
 --transcript FILE`` runs one and prints the first divergence, so a suspected bug is filed as a
 transcript that fails. Format: docs/replay.md, "Transcripts".
 
@@ -42,6 +42,19 @@ from operators.pipeline import PipelineConfigError, parse_pipeline
 from operators.replay import FiredPane, json_text
 from operators.time import MIN_WATERMARK, parse_timestamp_ms
 from operators.window_operator import LateRecord, WindowDriver
+
+__all__ = [
+    "DEFAULT_AGGREGATES",
+    "Divergence",
+    "LATE_FIELDS",
+    "PANE_FIELDS",
+    "Transcript",
+    "TranscriptError",
+    "load_transcript",
+    "main_transcript",
+    "run_transcript",
+]
+
 
 DEFAULT_AGGREGATES = [{"name": "n", "fn": "count"}, {"name": "s", "fn": "sum", "field": "value"}]
 """``n`` elements, ``s`` the sum of their ``value`` (by default their event time, so ``s``

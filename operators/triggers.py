@@ -1,10 +1,10 @@
 """Triggers: when a window emits a pane, and whether its contents are then purged.
 
-The structure is Flink's ``Trigger`` (and Beam's ``trigger.py``): a trigger is a stateless
-object shared by every key and window; everything it remembers lives in per-window *trigger
-state* reached through a :class:`TriggerContext`, and everything it waits for is a timer it
-registers through the same context. That is what makes a trigger checkpointable and identical in
-a live stream and a backfill.
+The structure is Flink's ``Trigger`` (and Beam's ``apache_beam.transforms.trigger``): a
+trigger is a stateless object shared by every key and window; everything it remembers lives in
+per-window *trigger state* reached through a :class:`TriggerContext`, and everything it waits
+for is a timer it registers through the same context. That is what makes a trigger
+checkpointable and identical in a live stream and a backfill.
 
 Writing your own trigger
 ------------------------
@@ -43,6 +43,24 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 from operators.time_window import TimeWindow
+
+__all__ = [
+    "CONTINUE",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "CountTrigger",
+    "DeltaTrigger",
+    "EventTimeTrigger",
+    "FIRE",
+    "FIRE_AND_PURGE",
+    "NeverTrigger",
+    "PURGE",
+    "ProcessingTimeTrigger",
+    "PurgingTrigger",
+    "Trigger",
+    "TriggerContext",
+    "TriggerResult",
+]
 
 
 class TriggerResult(IntEnum):
@@ -119,7 +137,7 @@ class Trigger:
     def is_finished(self, window: TimeWindow, ctx: TriggerContext) -> bool:
         """Asked after each FIRE: a finished trigger closes the window (its pane is the last,
         later records are late). Flink's triggers never finish; Beam's can
-        (operators/composable.py)."""
+        (:mod:`operators.composable`)."""
         return False
 
     def can_merge(self) -> bool:

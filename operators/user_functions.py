@@ -19,6 +19,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__all__ = [
+    "METHODS",
+    "RESULT_TYPES",
+    "is_user_function",
+    "load_user_aggregate",
+    "result_type",
+]
+
+
 RESULT_TYPES = ("long", "double", "string")
 METHODS = ("create_accumulator", "add", "merge", "get_result")
 

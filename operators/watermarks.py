@@ -18,6 +18,16 @@ import numpy as np
 from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK
 
+__all__ = [
+    "ArrivalWatermarks",
+    "BoundedOutOfOrderness",
+    "CodedPartitions",
+    "PartitionStrategy",
+    "Punctuated",
+    "assign_watermarks",
+    "watermark_column",
+]
+
 
 class PartitionStrategy(Protocol):
     """The watermark of one source partition, from the events it has delivered."""
@@ -240,7 +250,7 @@ def watermark_column(spec: WatermarkSpec, snapshot: Mapping[str, Any] | None,
     A record's watermark is ``max(previous, min over the partitions active at its ingest time
     of (max event time seen before it - delay - 1))``, held when all are idle: per partition a
     running maximum and a forward fill, shifted by one record, then a minimum across
-    partitions and a running maximum (tests/test_watermarks.py holds it to the walk)."""
+    partitions and a running maximum (:mod:`tests.test_watermarks` holds it to the walk)."""
     if spec.strategy not in ("bounded_out_of_orderness", "monotonous") or \
             spec.tick_interval_ms is not None:
         return None

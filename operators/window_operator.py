@@ -42,6 +42,27 @@ from operators.timers import EVENT_TIME, PROCESSING_TIME, TimerService
 from operators.triggers import Trigger, TriggerResult
 from operators.windows import SessionWindows, TimeWindow, WindowAssigner
 
+__all__ = [
+    "Assignment",
+    "BY_INGEST_TIME",
+    "BY_RECORD",
+    "BY_WATERMARK",
+    "DROPPED",
+    "EARLY",
+    "Firing",
+    "KeyState",
+    "LATE",
+    "LATE_WITHIN",
+    "LateRecord",
+    "ON_TIME",
+    "ON_TIME_CLASS",
+    "Pane",
+    "WindowDriver",
+    "WindowOperator",
+    "WindowState",
+]
+
+
 EARLY = "EARLY"
 ON_TIME = "ON_TIME"
 LATE = "LATE"
@@ -346,12 +367,12 @@ class WindowOperator:
         """Emit a pane with the window's current contents; ``final`` for the cleanup timer's
         pane. Returns False (and emits nothing) when the window is empty.
 
-        Timing is Beam's PaneInfo rule (``trigger.py``'s ``_output``): EARLY while the key's
-        clock is before the window's max timestamp; after that, ON_TIME only for the first
-        non-early pane and only if the watermark fired it by reaching the window's end (its
-        timer at ``max_timestamp``); every other pane is LATE, in particular one fired by a
-        late record, even when it is the window's first (a window opened or merged by a
-        record within allowed lateness)."""
+        Timing is Beam's PaneInfo rule (``apache_beam.transforms.trigger``'s ``_output``):
+        EARLY while the key's clock is before the window's max timestamp; after that, ON_TIME
+        only for the first non-early pane and only if the watermark fired it by reaching the
+        window's end (its timer at ``max_timestamp``); every other pane is LATE, in particular
+        one fired by a late record, even when it is the window's first (a window opened or
+        merged by a record within allowed lateness)."""
         contents = state.contents
         if self.buffered:
             if not contents:

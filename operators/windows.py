@@ -1,10 +1,11 @@
 """Window assigners: tumbling, sliding, session (static or dynamic gap) and global windows.
 
 As in Flink (``TumblingEventTimeWindows``, ``SlidingEventTimeWindows``,
-``EventTimeSessionWindows``, ``GlobalWindows``) and Beam (``window.py``): an assigner maps an
-element's event time to the windows it belongs to; a *merging* assigner (sessions) additionally
-says which windows merge. A window is a half-open interval ``[start, end)`` with
-``max_timestamp = end - 1``, the last instant it covers (docs/semantics.md, "Windows").
+``EventTimeSessionWindows``, ``GlobalWindows``) and Beam (``apache_beam.transforms.window``): an
+assigner maps an element's event time to the windows it belongs to; a *merging* assigner
+(sessions) additionally says which windows merge. A window is a half-open interval ``[start,
+end)`` with ``max_timestamp = end - 1``, the last instant it covers (docs/semantics.md,
+"Windows").
 
 Window starts use floor modulo, ``start = t - ((t - offset) mod size)``, unlike Flink's Java
 ``%`` which truncates toward zero and so misplaces negative times; Python's ``%`` is floor

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.replay import main
+from operators.replay_cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -165,7 +165,7 @@ def test_bad_pipeline_and_missing_file(tmp_path: Path, capsys) -> None:
 
 def test_runs_as_a_module(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "operators.replay", "--pipeline",
+        [sys.executable, "-m", "operators.replay_cli", "--pipeline",
          str(EXAMPLES / "pipeline.yaml"), "--events", str(EXAMPLES / "events.jsonl"),
          "--panes", str(tmp_path / "p.jsonl")],
         capture_output=True, text=True, cwd=ROOT, check=False)

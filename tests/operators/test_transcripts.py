@@ -19,7 +19,7 @@ def test_transcript(path: Path) -> None:
 
 
 def _cli(path: Path, capsys) -> tuple[int, str]:
-    from operators.replay import main
+    from operators.replay_cli import main
 
     code = main(["--transcript", str(path)])
     return code, capsys.readouterr().err

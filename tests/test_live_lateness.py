@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.lateness.metrics import assigned_batch_lateness, batch_lateness, day_lateness
+from jobs.lateness.day_tallies import day_lateness
+from jobs.lateness.metrics import assigned_batch_lateness, batch_lateness
 from operators.build import build_assigner
 from operators.pipeline import parse_pipeline
 from operators.time import MIN_WATERMARK

@@ -27,7 +27,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.lateness.metrics import histogram
+from jobs.lateness.metrics import (
+    COLUMNS,
+    DROPPED_CODE,
+    LATE_WITHIN_CODE,
+    ON_TIME_CODE,
+    assignments,
+    distribution,
+    histogram,
+)
 from jobs.tables.days import DAY_MS, day_end_ms, day_start_utc_ms, days_between, reach_bounds
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
@@ -60,8 +68,6 @@ class DayTally:
 
     def row(self, day: dt.date) -> dict[str, Any]:
         """The day's ``late_data_metrics`` row (the backfill's columns and rounding)."""
-        from jobs.lateness.metrics import distribution
-
         return {"window_end_date": day, "on_time": int(self.counts[0]),
                 "late_within_lateness": int(self.counts[1]),
                 "dropped_late": int(self.counts[2]), "quarantined": int(self.quarantined),
@@ -99,30 +105,24 @@ def tallies(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
     """Each of ``days``' tally from these records' (record, window) assignments whose window
     ends that day (``window_end_date`` in ``time_zone``) and the quarantined lines ingested
     that day; every day of ``days`` gets one, empty or not."""
-    from jobs.lateness.metrics import assignments
-
     if not days:
         return {}
     calendar = DayCalendar(min(days), max(days), time_zone)
     counting = _Counting(len(calendar.days))
     for valid, max_ts, dropped, on_time in assignments(event, watermark, spec):
-        fate = np.where(on_time, ON_TIME, np.where(dropped, DROPPED_LATE, LATE_WITHIN))
+        fate = np.where(on_time, ON_TIME_CODE, np.where(dropped, DROPPED_CODE, LATE_WITHIN_CODE))
         counting.add(np.where(valid, calendar.index(max_ts), -1), fate, event, ingest,
                      watermark)
     counting.quarantine(calendar.index(np.asarray(quarantined_ingest_ms, dtype=np.int64)))
     return counting.tallies(calendar.days, days)
 
 
-ON_TIME, LATE_WITHIN, DROPPED_LATE = 0, 1, 2
-"""Fates as :class:`DayTally` ``counts`` index them (the codes ``lateness.fate_codes``
-gives)."""
-
-
 def fate_tallies(fate: np.ndarray, end_day: np.ndarray, event: np.ndarray, ingest: np.ndarray,
                  watermark: np.ndarray, quarantined_ingest_ms: np.ndarray, time_zone: str,
                  days: Sequence[dt.date]) -> dict[dt.date, DayTally]:
     """:func:`tallies` of (record, window) assignments whose fate the operator decided (the
-    ``window_assignments`` table: ``fate`` as :data:`ON_TIME` .. :data:`DROPPED_LATE`,
+    ``window_assignments`` table: ``fate`` as :data:`~jobs.lateness.metrics.ON_TIME_CODE` ..
+    :data:`~jobs.lateness.metrics.DROPPED_CODE`,
     ``end_day`` its ``window_end_date`` as a ``datetime64[D]``)."""
     if not days:
         return {}
@@ -149,10 +149,10 @@ class _Counting:
             watermark: np.ndarray) -> None:
         """Assignments ending on day ``index`` (outside ``[0, days)``: not counted)."""
         inside = (index >= 0) & (index < self.days)
-        for row in (ON_TIME, LATE_WITHIN, DROPPED_LATE):
+        for row in (ON_TIME_CODE, LATE_WITHIN_CODE, DROPPED_CODE):
             self.counts[row] += np.bincount(index[inside & (fate == row)], minlength=self.days)
         known = inside & (watermark != MIN_WATERMARK)
-        late = known & (fate != ON_TIME)
+        late = known & (fate != ON_TIME_CODE)
         self.late.append((index[late], np.maximum(0, watermark[late] - event[late])))
         self.lags.append((index[known], ingest[known] - watermark[known]))
 
@@ -309,3 +309,12 @@ def day_rows(event: np.ndarray, ingest: np.ndarray, watermark: np.ndarray,
     return [found[day].row(day) for day in days if not found[day].empty]
 
 
+def day_lateness(records: pa.Table, quarantined_ingest_ms: np.ndarray, spec: PipelineSpec,
+                 time_zone: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
+    """``late_data_metrics`` rows of the days ``[first_day, last_day]`` (``window_end_date``
+    in ``time_zone``): the fates and lateness of ``records``' assignments whose window ends
+    that day, and the quarantined lines ingested that day; a day with neither has no row.
+    The live sink keeps the same as running tallies (:class:`DayTallies`)."""
+    event, ingest, watermark = (records.column(name).to_numpy() for name in COLUMNS[1:])
+    return day_rows(event, ingest, watermark, quarantined_ingest_ms, spec, time_zone,
+                    first_day, last_day)

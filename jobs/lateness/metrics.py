@@ -60,6 +60,9 @@ ASSIGNED_COLUMNS = ("arrival_seq", "fate", "event_time_ms", "ingest_time_ms", "w
 """The ``window_assignments`` columns the metrics of the operator library's pipelines read."""
 FATES = (ON_TIME_CLASS, LATE_WITHIN, DROPPED)
 """The fates the operator library records, in the order of their codes (:func:`fate_codes`)."""
+ON_TIME_CODE, LATE_WITHIN_CODE, DROPPED_CODE = 0, 1, 2
+"""Each fate's code: its index in :data:`FATES`, as :func:`fate_codes` gives it and the per-day
+tallies count it (jobs.lateness.day_tallies)."""
 
 
 def fate_codes(fate: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -159,19 +162,6 @@ def distribution(late_values: np.ndarray, late_counts: np.ndarray, lags: np.ndar
         "watermark_lag_p50_ms": spark_round(lag_p[0]) if lag_p else None,
         "watermark_lag_max_ms": int(lags.max()) if len(lags) else None,
     }
-
-
-def day_lateness(records: pa.Table, quarantined_ingest_ms: np.ndarray, spec: PipelineSpec,
-                 time_zone: str, first_day: str, last_day: str) -> list[dict[str, Any]]:
-    """``late_data_metrics`` rows of the days ``[first_day, last_day]`` (``window_end_date``
-    in ``time_zone``): the fates and lateness of ``records``' assignments whose window ends
-    that day, and the quarantined lines ingested that day; a day with neither has no row.
-    The live sink keeps these as running tallies (jobs.lateness.day_tallies)."""
-    from jobs.lateness.day_tallies import day_rows
-
-    event, ingest, watermark = (records.column(name).to_numpy() for name in COLUMNS[1:])
-    return day_rows(event, ingest, watermark, quarantined_ingest_ms, spec, time_zone,
-                    first_day, last_day)
 
 
 def histogram(values: np.ndarray, weights: np.ndarray | None = None

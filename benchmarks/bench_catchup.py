@@ -38,14 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.bench_live import (  # noqa: E402
+from benchmarks.bench_live import landing_lines  # noqa: E402
+from benchmarks.live_common import (  # noqa: E402
     EVENT_SCHEMA,
     WINDOWS,
-    _landing_lines,
     pipelines_for,
     plain_counts,
 )
-from jobs.config.registry import platform_of
 
 PARTITIONS = 4
 START_MS = 1_795_730_000_000
@@ -70,7 +69,7 @@ def write_chunks(folder: Path, chunks: int, per_chunk: int, keys: int) -> list[l
             bad = rng.random(count) < 0.005
             path = folder / f"producer-{partition}" / f"f-{chunk:05d}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(_landing_lines(key, event, value, bad, now + CHUNK_MS))
+            path.write_bytes(landing_lines(key, event, value, bad, now + CHUNK_MS))
             files.append(path)
         written.append(files)
     return written
@@ -167,6 +166,7 @@ def steady(name: str, marks: list[Mark], per_batch: list[int]) -> Figures:
 
 def run_platform(spark, root: Path, window: str, chunks: list[list[Path]]
                  ) -> tuple[Figures, Figures]:
+    from jobs.config.registry import platform_of
     from jobs.config.settings import PlatformSettings
     from jobs.live import run_live
     from jobs.streams.landing.ingestor import ingest

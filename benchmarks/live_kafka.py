@@ -23,14 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_live import (
+from benchmarks.live_common import (
     EVENT_SCHEMA,
     Run,
     machine_cpu_seconds,
     pipelines_for,
     start_plain_query,
 )
-from jobs.config.registry import platform_of
 
 Tick = tuple[float, int, dict[str, int]]
 """(completed at, events, partition -> last offset)."""
@@ -116,6 +115,7 @@ def _landed(ticks: list[Tick]) -> list[tuple[float, int]]:
 def run_platform_kafka(spark, root: Path, args, window: str, rate: int, keys: int, broker
                        ) -> Run:
 
+    from jobs.config.registry import platform_of
     from jobs.config.settings import PlatformSettings
     from jobs.live import run_stream
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.bench_live import Run
+from benchmarks.live_common import Run
 
 LANDED = [(float(t), 80_000 * t) for t in range(61)]
 """80,000 records/s landed for a minute."""

@@ -67,7 +67,7 @@ def streams(draw) -> tuple[pd.DataFrame, list[int]]:
 
 
 def _standard_inputs(frame: pd.DataFrame) -> pd.DataFrame:
-    """The columns Spark adds for the standard windows' aggregates (jobs.live.stream)."""
+    """The columns Spark adds for the standard windows' aggregates (jobs.live.queries)."""
     return frame.assign(_present_value=frame.value.notna())
 
 

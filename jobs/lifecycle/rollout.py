@@ -1,12 +1,12 @@
 """Rolling out a changed pipeline: compute the new version beside the serving one, switch
 readers to it once it has caught up, keep the old one for a while.
 
-The live job does this by itself (jobs.live.stream): a pending version runs in a cohort of
-its own from the beginning of the arrival log, and readers switch when it has caught up (at the
-end of an ``available now`` run, or inside the long-running job once it is within one poll of
-the live position). ``python -m jobs rollout NAME`` does the same without a long-running job:
-it computes the pending version through the whole log, switches, and stops; the next live run
-goes on from its checkpoint.
+The live job does this by itself (jobs.live.catch_up, jobs.live.long_running): a pending
+version runs in a cohort of its own from the beginning of the arrival log, and readers switch
+when it has caught up (at the end of an ``available now`` run, or inside the long-running job
+once it is within one poll of the live position). ``python -m jobs rollout NAME`` does the
+same without a long-running job: it computes the pending version through the whole log,
+switches, and stops; the next live run goes on from its checkpoint.
 
 A switch is one whole-file write (jobs.lifecycle.versions), so a crash leaves readers on one version
 or the other, and the next run finishes what was left: a pending version's cohort goes on from

@@ -71,7 +71,7 @@ class KeyedWindows(SnapshotBucket):
                       for index, done in grown.driven]
             grown_before = _clocks_of_prefixes(rows, order, slices, grown.driven)
             order, driven = _only(order, driven)
-        # no payload column when no engine of the stream reads one (jobs.live.stream)
+        # no payload column when no engine of the stream reads one (jobs.live.queries)
         columns = [_values(rows[name], order) if name in rows else [None] * len(order)
                    for name in RECORD_COLUMNS]
         records = list(zip(*columns, strict=True))

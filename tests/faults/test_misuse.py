@@ -638,7 +638,7 @@ def test_a_checkpoint_of_other_pipelines_is_refused_before_spark(ingested, tmp_p
     one started for another pipeline cannot take these in (refused naming what it holds),
     and one shared with another live pipeline cannot leave it behind."""
     from jobs.live.cohorts import claim
-    from jobs.live.stream import DEFAULT_BUCKETS
+    from jobs.live.queries import DEFAULT_BUCKETS
 
     settings = ingested["settings"]
     folder = _folder(tmp_path, "pipelines", {"sessions.yaml": SESSIONS})

@@ -232,7 +232,7 @@ def _checked(args: argparse.Namespace) -> Plan:
     from jobs.config.settings_reference import check_variable_names
     from jobs.lifecycle import versions
     from jobs.live.cohorts import check_claim, member_of
-    from jobs.live.stream import DEFAULT_BUCKETS, all_live
+    from jobs.live.queries import DEFAULT_BUCKETS, all_live
     from jobs.streams.checks import check_ingested, check_landing, check_stream_mark
     from jobs.tables.days import check_day_range
 
@@ -416,7 +416,7 @@ def _run(args: argparse.Namespace, plan: Plan, parameters: dict[str, int],
             print(f"nexmark {args.query} live: {len(report.batches)} micro-batches, "
                   f"{report.rows} rows, {report.late} late{report.hint}")
     elif args.command == "rollout":
-        from jobs.live.stream import run_rollout
+        from jobs.live.catch_up import run_rollout
         from jobs.streams.ingestors import ingest
 
         for stream in plan.streams:

@@ -20,7 +20,8 @@ from jobs import tables
 from jobs.backfill import run_backfill
 from jobs.config.registry import Pipeline, platform_of
 from jobs.config.streams import Stream
-from jobs.live.stream import LiveReport, run_live
+from jobs.live.catch_up import run_live
+from jobs.live.queries import LiveReport
 from jobs.store.delta_io import read_table_or_none
 from jobs.streams.ingestors import ingest
 from jobs.streams.report import IngestReport

@@ -13,7 +13,7 @@ from jobs.backfill import run_backfill
 from jobs.config.registry import platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.generator import GeneratorConfig, generate
-from jobs.live.stream import run_live
+from jobs.live.catch_up import run_live
 from jobs.session import get_spark
 from jobs.session.classes import DUMP_OPTION
 from jobs.streams.landing.ingestor import ingest

@@ -22,7 +22,7 @@ from jobs.config.settings import PlatformSettings
 from jobs.config.streams import Stream
 from jobs.live.cohorts import CohortRecord
 from jobs.live.log_source import OFFSET, ArrivalLogReader, bucket_of_keys, byte_count
-from jobs.live.stream import trigger_limits
+from jobs.live.queries import trigger_limits
 from jobs.runtime.buckets import BUCKET_COLUMN, bucket_column
 from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, pack_by_bucket, unpack
 from jobs.store import fast_writes

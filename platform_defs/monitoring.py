@@ -4,7 +4,9 @@ Per day of window end, the late-data metrics become metadata on that day's mater
 numbers Dagster plots per partition (counts, the dropped and late-within-lateness rates, the
 lateness percentiles over the late records, the watermark lag), each duration also in human
 units beside its milliseconds, a lateness histogram and a sample of the day's late records
-(Markdown). A day with no window and no quarantined line says so instead of showing zeros.
+(Markdown), and whether the day is final yet. A day with no window and no quarantined line
+says so instead of showing zeros. How each is worded (human units, Markdown) is the
+translator's (platform_defs.translator).
 
 Three asset checks are *partitioned* like the asset (``AssetCheckSpec(partitions_def=...)``),
 so every day carries its own verdict: over the *warn* threshold a check fails with WARN (the
@@ -33,10 +35,11 @@ from dagster import (
 )
 from pydantic import Field
 
+from jobs.config.registry import Pipeline
 from jobs.config.settings import PlatformSettings
 from jobs.views.late_detail import DayLateness
-from platform_defs import late_data_views as views
 from platform_defs.partitions import daily_partitions
+from platform_defs.translator import DEFAULT_TRANSLATOR, PlatformTranslator
 
 _DEFAULTS = PlatformSettings.from_env(check=False)
 
@@ -131,22 +134,29 @@ def day_numbers(row: Mapping) -> dict[str, int | float]:
     return values
 
 
-def day_metadata(row: Mapping, detail: DayLateness | None = None) -> dict[str, object]:
+def day_metadata(row: Mapping, detail: DayLateness | None = None,
+                 translator: PlatformTranslator = DEFAULT_TRANSLATOR) -> dict[str, object]:
     """What a day's materialisation carries: the numbers (each duration followed by the same
     in human units), the lateness histogram and the latest late records; an empty day only
     says it is empty, so it never shows as a state of all zeros."""
     if is_empty(row):
         return {"status": EMPTY_DAY}
-    metadata: dict[str, object] = {}
-    for name, value in day_numbers(row).items():
-        metadata[name] = value
-        if name.endswith("_ms"):
-            metadata[name[:-3]] = views.human_duration(value)
+    metadata = translator.with_human_units(day_numbers(row))
     if detail is not None and detail.histogram:
-        metadata["lateness_histogram"] = MetadataValue.md(views.histogram_markdown(detail))
+        metadata["lateness_histogram"] = MetadataValue.md(translator.histogram_markdown(detail))
     if detail is not None and detail.sample:
-        metadata["late_records_sample"] = MetadataValue.md(views.sample_markdown(detail))
+        metadata["late_records_sample"] = MetadataValue.md(translator.sample_markdown(detail))
     return metadata
+
+
+def day_partition_metadata(pipeline: Pipeline, day: str, row: Mapping,
+                           detail: DayLateness | None, watermark: int | None,
+                           translator: PlatformTranslator = DEFAULT_TRANSLATOR) -> dict:
+    """A day's materialisation of a pipeline's late-data metrics: its figures
+    (:func:`day_metadata`), whether it is final yet, and the versions."""
+    return {**day_metadata(row, detail, translator),
+            **translator.get_finality_metadata(pipeline, day, watermark),
+            **translator.get_version_metadata(pipeline)}
 
 
 def summarise(rows: Iterable[Mapping]) -> dict[str, int | float | str]:
@@ -172,7 +182,8 @@ class Verdict:
     description: str
 
 
-def day_verdicts(row: Mapping, thresholds: MonitoringResource) -> list[Verdict]:
+def day_verdicts(row: Mapping, thresholds: MonitoringResource,
+                 translator: PlatformTranslator = DEFAULT_TRANSLATOR) -> list[Verdict]:
     """Every check's verdict on one day: passed, or failed with WARN or ERROR severity."""
     values = day_numbers(row)
     verdicts = []
@@ -180,7 +191,7 @@ def day_verdicts(row: Mapping, thresholds: MonitoringResource) -> list[Verdict]:
         value = float(values[check.value_key])
         warn = float(getattr(thresholds, check.warn_field))
         error = float(getattr(thresholds, check.error_field))
-        shown = views.human_duration if check.is_duration else (lambda v: f"{v:.2%}")
+        shown = translator.duration_text if check.is_duration else (lambda v: f"{v:.2%}")
         metadata = {"value": value, "warn_threshold": warn, "error_threshold": error,
                     "day": str(row["window_end_date"])}
         if check.is_duration:
@@ -224,7 +235,8 @@ def latest_materialization_target(instance: DagsterInstance, day: str,
 
 
 def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource,
-                      metrics_asset: AssetKey, instance: DagsterInstance | None = None
+                      metrics_asset: AssetKey, instance: DagsterInstance | None = None,
+                      translator: PlatformTranslator = DEFAULT_TRANSLATOR
                       ) -> Iterator[AssetCheckEvaluation]:
     """One evaluation per check and day, on that day's partition (call it once the days'
     materialisations are logged, so each evaluation targets its day's latest one)."""
@@ -235,21 +247,18 @@ def check_evaluations(rows: Iterable[Mapping], thresholds: MonitoringResource,
             continue  # written, but before the first Dagster partition
         target = latest_materialization_target(instance, day, metrics_asset) \
             if instance else None
-        for v in day_verdicts(row, thresholds):
+        for v in day_verdicts(row, thresholds, translator):
             yield AssetCheckEvaluation(
                 asset_key=metrics_asset, check_name=v.check, passed=v.passed,
                 severity=v.severity, metadata=v.metadata, description=v.description,
                 blocking=True, partition=day, target_materialization_data=target)
 
 
-def batch_metadata(summary: Mapping) -> dict[str, object]:
+def batch_metadata(summary: Mapping, translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                   ) -> dict[str, object]:
     """A live micro-batch's figures as plottable numbers (an observation's metadata), each
     duration followed by the same in human units."""
-    values: dict[str, object] = {}
-    for name, value in day_numbers(summary).items():
-        values[name] = value
-        if name.endswith("_ms"):
-            values[name[:-3]] = views.human_duration(value)
+    values = translator.with_human_units(day_numbers(summary))
     for name in ("batch_id", "records", "panes", "late_records"):
         values[name] = int(summary.get(name) or 0)
     if summary.get("version"):

@@ -19,8 +19,7 @@ from jobs.config.registry import platform_of
 from platform_defs.enrichment_assets import EnrichmentServiceResource, enrichment_assets
 from platform_defs.monitoring import MonitoringResource
 from platform_defs.pipes_messages import subprocess_client
-from platform_defs.resources import DeltaSparkResource, PlatformResource
-from platform_defs.table_specs import load_settings
+from platform_defs.resources import DeltaSparkResource, PlatformResource, load_settings
 from services.enrichment_service import DEFAULT_TOKEN_ENV
 
 

@@ -23,6 +23,12 @@ from jobs.session.console import jvm_log
 from platform_defs.partitions import daily_partitions
 
 
+def load_settings() -> PlatformSettings:
+    """The settings the definitions are built from (``PLATFORM_*``); a wrong one fails the
+    code location's load with the message naming it."""
+    return PlatformSettings.from_env(check=False)
+
+
 class PlatformResource(ConfigurableResource):
     """Paths and ingest behaviour. Unset fields fall back to the ``PLATFORM_*`` environment
     variables, then to the embedded default under ``.platform/``."""

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from jobs.config.errors import SettingsError
 from jobs.config.registry import NAME, load_pipeline_file, platform_of
-from platform_defs.table_specs import load_settings
+from platform_defs.resources import load_settings
 
 
 class PipelineOptions(BaseModel):

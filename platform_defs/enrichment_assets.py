@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
-    AssetSpec,
     AutomationCondition,
     Config,
     ConfigurableResource,
@@ -30,13 +29,7 @@ from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES, run_enrichment
 from operators.async_io import AsyncEnrichConfig, EnrichMode
 from operators.retry import RetryPolicy
 from platform_defs.resources import DeltaSparkResource, PlatformResource
-from platform_defs.table_specs import (
-    DELTA_KINDS,
-    OWNERS,
-    spec_metadata,
-    stream_key,
-    table_path_metadata,
-)
+from platform_defs.translator import DEFAULT_TRANSLATOR, ENRICHMENT_TABLES, PlatformTranslator
 from services.enrichment_client import TRANSIENT_ERRORS
 from services.enrichment_service import DEFAULT_TOKEN_ENV
 
@@ -115,25 +108,16 @@ sensor's run, say), unless a run is already under way. Evaluated by Dagster's
 conditions on their parents' updates: the landing sensor and the finality schedule keep them.)"""
 
 
-def enrichment_assets(stream: Stream) -> AssetsDefinition:
+def enrichment_assets(stream: Stream, translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                      ) -> AssetsDefinition:
     """The enrichment of one stream's arrival log: keys ``<stream>/enrichment_*``."""
     name = stream.name
-    log = stream_key(stream, tables.ARRIVAL_LOG)
-
-    def spec(table: str, description: str) -> AssetSpec:
-        return AssetSpec(stream_key(stream, table), group_name="enrichment", owners=OWNERS,
-                         kinds=DELTA_KINDS, deps=[log],
-                         metadata=spec_metadata(table, stream.table_path(table)),
-                         description=description, automation_condition=ENRICH_NEW_ARRIVALS)
+    log = translator.get_asset_key(stream, tables.ARRIVAL_LOG)
 
     @multi_asset(name=f"{name}_enrichment", specs=[
-        spec(RESPONSES, "Every service answer (or final error) per arrival_seq, recorded so a "
-                        "replay backfill reproduces the live run without the service."),
-        spec(ENRICHED, "Arrivals the service enriched: the record plus the profile it "
-                       "returned."),
-        spec(DEAD_LETTERS, "Arrivals whose calls all failed, with the error and attempt "
-                           "count; they never stop the job."),
-    ])
+        translator.get_asset_spec(stream, table, deps=[log],
+                                  automation_condition=ENRICH_NEW_ARRIVALS)
+        for table in ENRICHMENT_TABLES])
     def enrichment(context: AssetExecutionContext, config: EnrichmentRunConfig,
                    platform: PlatformResource, spark: DeltaSparkResource,
                    enrichment_service: EnrichmentServiceResource):
@@ -149,14 +133,14 @@ def enrichment_assets(stream: Stream) -> AssetsDefinition:
         calls = {key: report.counters.get(key, 0) for key in
                  ("calls", "retries", "timeouts", "errors", "rejected_results", "replayed",
                   "missing_recordings", "max_in_flight")}
-        yield MaterializeResult(asset_key=stream_key(stream, RESPONSES), metadata={
-            **table_path_metadata(current.table_path(RESPONSES)),
+        yield MaterializeResult(asset_key=translator.get_asset_key(stream, RESPONSES), metadata={
+            **translator.get_path_metadata(current, RESPONSES),
             "calls_made": report.calls_made, "mode": config.mode, **calls})
-        yield MaterializeResult(asset_key=stream_key(stream, ENRICHED), metadata={
-            **table_path_metadata(current.table_path(ENRICHED)), "enriched": report.enriched,
+        yield MaterializeResult(asset_key=translator.get_asset_key(stream, ENRICHED), metadata={
+            **translator.get_path_metadata(current, ENRICHED), "enriched": report.enriched,
             "first_seq": report.first_seq, "last_seq": report.last_seq})
-        yield MaterializeResult(asset_key=stream_key(stream, DEAD_LETTERS), metadata={
-            **table_path_metadata(current.table_path(DEAD_LETTERS)),
-            "dead_letters": report.dead_letters})
+        yield MaterializeResult(asset_key=translator.get_asset_key(stream, DEAD_LETTERS),
+                                metadata={**translator.get_path_metadata(current, DEAD_LETTERS),
+                                          "dead_letters": report.dead_letters})
 
     return enrichment

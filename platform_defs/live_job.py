@@ -5,7 +5,9 @@ that reads it.
 It is an op job rather than an asset job because the days it touches are only known after
 ingest; it records what it wrote as asset materialisations (one per pipeline, table and day,
 the metrics ones with that day's late-data numbers), so the asset pages show live and
-backfilled partitions alike.
+backfilled partitions alike; what each records is the translator's (platform_defs.translator),
+the same the assets' own runs record. A switch of the version readers see is recorded as an
+observation of each windowed asset naming the old and new versions.
 """
 
 from collections.abc import Iterable, Iterator, Mapping
@@ -14,6 +16,7 @@ from datetime import date, timedelta
 from dagster import (
     AssetCheckEvaluation,
     AssetMaterialization,
+    AssetObservation,
     Config,
     DagsterInstance,
     OpExecutionContext,
@@ -28,30 +31,37 @@ from jobs.config.registry import Pipeline, platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.config.streams import Stream
 from jobs.increment import run_increment
+from jobs.lifecycle import versions
+from jobs.lifecycle.rollout import Switched
 from jobs.store.table_stats import max_column_value
 from jobs.streams.report import IngestReport
 from jobs.views.late_detail import DayLateness, late_detail
 from platform_defs import monitoring
 from platform_defs.partitions import daily_partitions
-from platform_defs.pipeline_assets import WINDOWED_TABLES, day_partition_metadata
 from platform_defs.resources import DeltaSparkResource, PlatformResource
-from platform_defs.stream_assets import ingest_metadata
-from platform_defs.table_specs import pipeline_key, stream_key, table_path_metadata
-from platform_defs.version_views import switched_events, version_metadata
+from platform_defs.translator import (
+    DEFAULT_TRANSLATOR,
+    PROCESS_TABLES,
+    WINDOWED_TABLES,
+    PlatformTranslator,
+)
 
 
-def ingest_materializations(stream: Stream, report: IngestReport
+def ingest_materializations(stream: Stream, report: IngestReport,
+                            translator: PlatformTranslator = DEFAULT_TRANSLATOR
                             ) -> Iterator[AssetMaterialization]:
-    """The live job's ingest as the ingest asset records it (:func:`ingest_metadata`);
-    nothing when it found nothing new."""
+    """The live job's ingest as the ingest asset records it
+    (``PlatformTranslator.get_ingest_metadata``); nothing when it found nothing new."""
     if report.batch_ids is None:
         return
-    for name, metadata in ingest_metadata(stream, report).items():
-        yield AssetMaterialization(asset_key=stream_key(stream, name), metadata=metadata)
+    for name, metadata in translator.get_ingest_metadata(stream, report).items():
+        yield AssetMaterialization(asset_key=translator.get_asset_key(stream, name),
+                                   metadata=metadata)
 
 
 def day_materializations(pipeline: Pipeline, metrics: Iterable[dict],
-                         detail: Mapping[str, DayLateness] | None = None
+                         detail: Mapping[str, DayLateness] | None = None,
+                         translator: PlatformTranslator = DEFAULT_TRANSLATOR
                          ) -> Iterator[AssetMaterialization]:
     """One materialisation per windowed table and day, the metrics ones with its numbers (and
     its late records, when ``detail`` has them)."""
@@ -61,42 +71,70 @@ def day_materializations(pipeline: Pipeline, metrics: Iterable[dict],
         day = str(row["window_end_date"])
         if day < first_partition:
             continue  # written, but before the first Dagster partition
-        about_versions = version_metadata(pipeline)
+        about_versions = translator.get_version_metadata(pipeline)
         for name in WINDOWED_TABLES:
-            metadata = {**table_path_metadata(pipeline.table_path(name)), **about_versions}
+            metadata = {**translator.get_path_metadata(pipeline, name), **about_versions}
             if name == tables.LATE_DATA_METRICS:
-                metadata.update(day_partition_metadata(pipeline, day, row,
-                                                       (detail or {}).get(day), watermark))
-            yield AssetMaterialization(asset_key=pipeline_key(pipeline, name), partition=day,
-                                       metadata=metadata)
+                metadata.update(monitoring.day_partition_metadata(
+                    pipeline, day, row, (detail or {}).get(day), watermark, translator))
+            yield AssetMaterialization(asset_key=translator.get_asset_key(pipeline, name),
+                                       partition=day, metadata=metadata)
 
 
-def process_materializations(pipeline: Pipeline, first_day: str | None,
-                             last_day: str | None) -> Iterator[AssetMaterialization]:
+def process_materializations(pipeline: Pipeline, first_day: str | None, last_day: str | None,
+                             translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                             ) -> Iterator[AssetMaterialization]:
     """A process pipeline's days a live run wrote: one materialisation per table and day."""
     if not first_day or not last_day:
         return
     start = max(date.fromisoformat(first_day), daily_partitions.start.date())
-    about_versions = version_metadata(pipeline)
+    about_versions = translator.get_version_metadata(pipeline)
     for offset in range((date.fromisoformat(last_day) - start).days + 1):
         day = (start + timedelta(days=offset)).isoformat()
-        for name in (tables.OUTPUT, tables.LATE_RECORDS):
+        for name in PROCESS_TABLES:
             yield AssetMaterialization(
-                asset_key=pipeline_key(pipeline, name), partition=day,
-                metadata={**table_path_metadata(pipeline.table_path(name)), **about_versions})
+                asset_key=translator.get_asset_key(pipeline, name), partition=day,
+                metadata={**translator.get_path_metadata(pipeline, name), **about_versions})
 
 
 def day_events(pipeline: Pipeline, metrics: list[dict],
                thresholds: monitoring.MonitoringResource, instance: DagsterInstance,
-               detail: Mapping[str, DayLateness] | None = None
+               detail: Mapping[str, DayLateness] | None = None,
+               translator: PlatformTranslator = DEFAULT_TRANSLATOR
                ) -> Iterator[AssetMaterialization | AssetCheckEvaluation]:
     """The days' materialisations, then each day's verdicts: the late-data checks judge live
     days as they judge backfilled ones. Yielded from an op, so each materialisation is stored
     before the verdicts that point at it are made. (An op cannot block its downstream the
     way the asset's blocking checks do; the run logs the failure.)"""
-    yield from day_materializations(pipeline, metrics, detail)
+    yield from day_materializations(pipeline, metrics, detail, translator)
     yield from monitoring.check_evaluations(
-        metrics, thresholds, pipeline_key(pipeline, tables.LATE_DATA_METRICS), instance)
+        metrics, thresholds, translator.get_asset_key(pipeline, tables.LATE_DATA_METRICS),
+        instance, translator)
+
+
+def switch_observations(settings: PlatformSettings, switched: Mapping,
+                        translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                        ) -> Iterator[AssetObservation]:
+    """A switch (``Switched.as_metadata()``), as one observation of each windowed asset."""
+    pipeline = platform_of(settings).pipelines.get(switched["pipeline"])
+    for table in WINDOWED_TABLES:
+        yield AssetObservation(
+            asset_key=translator.get_asset_key(switched["pipeline"], table),
+            metadata=translator.get_switch_metadata(switched, pipeline, table),
+            description=f"readers switched to version {switched['to_version']}")
+
+
+def switched_events(settings: PlatformSettings, done: list[Switched],
+                    translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                    ) -> Iterator[AssetObservation]:
+    for each in done:
+        yield from switch_observations(settings, each.as_metadata(), translator)
+
+
+def version_of(settings: PlatformSettings, name: str, version: str | None) -> Pipeline:
+    """The pipeline version a live process reported (its file's when ``version`` is None)."""
+    pipeline = platform_of(settings).pipelines[name]
+    return pipeline if version is None else versions.version_pipeline(pipeline, version)
 
 
 def stream_of(settings: PlatformSettings, name: str) -> Stream:

@@ -48,11 +48,12 @@ from platform_defs.live_job import (
     ingest_materializations,
     process_materializations,
     stream_of,
+    switch_observations,
+    version_of,
 )
 from platform_defs.pipes_messages import PipesMessagesLost, WholeLineTempFileMessageReader
 from platform_defs.resources import PlatformResource
-from platform_defs.table_specs import pipeline_key
-from platform_defs.version_views import switch_observations, version_of
+from platform_defs.translator import DEFAULT_TRANSLATOR
 
 PROJECT = Path(__file__).parent.parent
 Event = AssetMaterialization | AssetObservation | AssetCheckEvaluation
@@ -143,7 +144,7 @@ class _StreamRecorder:
                 table = tables.OUTPUT if known is not None and known.spec.is_process \
                     else tables.LATE_DATA_METRICS
                 yield AssetObservation(
-                    asset_key=pipeline_key(message["pipeline"], table),
+                    asset_key=DEFAULT_TRANSLATOR.get_asset_key(message["pipeline"], table),
                     metadata=monitoring.batch_metadata(message),
                     description=f"live micro-batch {message['batch_id']}")
             elif kind == "ingest":

@@ -29,9 +29,8 @@ from jobs.config.settings import PlatformSettings
 from jobs.store.table_stats import max_column_value
 from jobs.tables.days import last_final_day
 from platform_defs.partitions import daily_partitions
-from platform_defs.pipeline_assets import WINDOWED_TABLES
 from platform_defs.resources import PlatformResource
-from platform_defs.table_specs import pipeline_key
+from platform_defs.translator import DEFAULT_TRANSLATOR, WINDOWED_TABLES, PlatformTranslator
 
 _SETTINGS = PlatformSettings.from_env(check=False)
 LOOKBACK_DAYS = _SETTINGS.finality_lookback_days
@@ -63,17 +62,19 @@ def contiguous_ranges(days: list[date]) -> list[tuple[date, date]]:
 
 
 def days_to_finalise(instance: DagsterInstance, pipeline: Pipeline, watermark_ms: int,
-                     lookback_days: int = LOOKBACK_DAYS) -> list[date]:
+                     lookback_days: int = LOOKBACK_DAYS,
+                     translator: PlatformTranslator = DEFAULT_TRANSLATOR) -> list[date]:
     """Recent final days of the pipeline whose latest materialisation is missing or
     provisional."""
     last = last_final_day(watermark_ms, pipeline.spec.allowed_lateness_ms, pipeline.time_zone)
     first = max(last - timedelta(days=lookback_days - 1), daily_partitions.start.date())
     days = [first + timedelta(days=i) for i in range((last - first).days + 1)]
-    metrics = pipeline_key(pipeline, tables.LATE_DATA_METRICS)
+    metrics = translator.get_asset_key(pipeline, tables.LATE_DATA_METRICS)
     return [d for d in days if not recorded_final(instance, metrics, d.isoformat())]
 
 
-def finality_requests(instance: DagsterInstance, platform: Platform) -> list[RunRequest]:
+def finality_requests(instance: DagsterInstance, platform: Platform,
+                      translator: PlatformTranslator = DEFAULT_TRANSLATOR) -> list[RunRequest]:
     """One single-run backfill per pipeline and contiguous range of newly final days."""
     requests = []
     for pipeline in platform.pipelines.values():
@@ -82,11 +83,11 @@ def finality_requests(instance: DagsterInstance, platform: Platform) -> list[Run
         watermark = max_column_value(pipeline.stream.arrival_log, "watermark_ms")
         if watermark is None:
             continue
-        for start, end in contiguous_ranges(days_to_finalise(instance, pipeline,
-                                                             int(watermark))):
+        days = days_to_finalise(instance, pipeline, int(watermark), translator=translator)
+        for start, end in contiguous_ranges(days):
             requests.append(RunRequest(
                 run_key=f"final-{pipeline.name}-{pipeline.version}-{start}-{end}-{watermark}",
-                asset_selection=[pipeline_key(pipeline, t) for t in WINDOWED_TABLES],
+                asset_selection=[translator.get_asset_key(pipeline, t) for t in WINDOWED_TABLES],
                 tags={ASSET_PARTITION_RANGE_START_TAG: start.isoformat(),
                       ASSET_PARTITION_RANGE_END_TAG: end.isoformat(),
                       "platform/reason": "final", "platform/pipeline": pipeline.name,
@@ -94,10 +95,11 @@ def finality_requests(instance: DagsterInstance, platform: Platform) -> list[Run
     return requests
 
 
-def finality_schedule(pipelines: list[Pipeline]) -> ScheduleDefinition:
+def finality_schedule(pipelines: list[Pipeline],
+                      translator: PlatformTranslator = DEFAULT_TRANSLATOR) -> ScheduleDefinition:
     """The schedule over every pipeline's windowed tables (its target: what its runs may
     select)."""
-    keys = [pipeline_key(p, t) for p in pipelines for t in WINDOWED_TABLES]
+    keys = [translator.get_asset_key(p, t) for p in pipelines for t in WINDOWED_TABLES]
 
     @schedule(name="finality_schedule", target=AssetSelection.assets(*keys),
               cron_schedule=FINALITY_CRON, execution_timezone=_SETTINGS.time_zone,
@@ -105,7 +107,8 @@ def finality_schedule(pipelines: list[Pipeline]) -> ScheduleDefinition:
                           "final (watermark past their last window's end plus allowed "
                           "lateness), one single-run backfill per pipeline and range.")
     def finality(context: ScheduleEvaluationContext, platform: PlatformResource):
-        requests = finality_requests(context.instance, platform_of(platform.settings()))
+        requests = finality_requests(context.instance, platform_of(platform.settings()),
+                                     translator)
         if not requests:
             return SkipReason("no newly final days")
         return requests

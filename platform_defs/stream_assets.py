@@ -2,12 +2,12 @@
 
 Each stream is the shared upstream of the pipelines that read it: one group per stream
 (``events``), keys ``<stream>/landing_files``, ``<stream>/arrival_log``,
-``<stream>/quarantine``. Ingest runs once per stream, whatever the number of pipelines.
+``<stream>/quarantine``. Ingest runs once per stream, whatever the number of pipelines. What
+each asset and materialisation shows is the translator's (platform_defs.translator).
 """
 
 
 from collections.abc import Iterator
-from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -29,19 +29,13 @@ from jobs.streams.checks import check_landing
 from jobs.streams.ingestors import ingest
 from jobs.streams.report import IngestReport
 from operators.time import parse_duration_ms, parse_timestamp_ms
-from platform_defs.kafka_views import kafka_metadata
-from platform_defs.late_data_views import watermark_text
 from platform_defs.resources import DeltaSparkResource, PlatformResource
-from platform_defs.table_specs import (
-    DELTA_KINDS,
-    OWNERS,
-    spec_metadata,
-    stream_key,
-    table_path_metadata,
+from platform_defs.translator import (
+    DEFAULT_TRANSLATOR,
+    LANDING_FILES,
+    TOPICS,
+    PlatformTranslator,
 )
-
-LANDING_FILES = "landing_files"
-TOPICS = "topics"
 
 
 class LandingConfig(Config):
@@ -74,59 +68,39 @@ class LandingConfig(Config):
             very_late_fraction=self.very_late_fraction, bad_fraction=self.bad_fraction)
 
 
-def ingest_metadata(stream: Stream, report: IngestReport) -> dict[str, dict[str, Any]]:
-    """Per table (the arrival log, the quarantine), the metadata of one ingest, whichever
-    runs it (the asset, the live job): the ``batch_*`` counts are of every batch it ran (a
-    backlog beyond the stream's batch size takes several), ``first_batch_id`` to
-    ``batch_id`` (-1: none)."""
-    first, last = report.batch_ids or (-1, -1)
-    return {
-        tables.ARRIVAL_LOG: {
-            **table_path_metadata(stream.arrival_log),
-            "first_batch_id": first, "batch_id": last,
-            "batch_records": report.records, "batch_files": report.files,
-            "watermark_ms": report.watermark_ms,
-            "watermark": watermark_text(report.watermark_ms), **kafka_metadata(stream)},
-        tables.QUARANTINE: {
-            **table_path_metadata(stream.quarantine),
-            "batch_quarantined": report.quarantined,
-            "reasons": MetadataValue.json(report.reasons)},
-    }
+def ingest_results(stream: Stream, report: IngestReport,
+                   translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                   ) -> Iterator[MaterializeResult]:
+    """The ingest asset's materialisations (``PlatformTranslator.get_ingest_metadata``)."""
+    for name, metadata in translator.get_ingest_metadata(stream, report).items():
+        yield MaterializeResult(asset_key=translator.get_asset_key(stream, name),
+                                metadata=metadata)
 
 
-def ingest_results(stream: Stream, report: IngestReport) -> Iterator[MaterializeResult]:
-    """The ingest asset's materialisations (:func:`ingest_metadata`)."""
-    for name, metadata in ingest_metadata(stream, report).items():
-        yield MaterializeResult(asset_key=stream_key(stream, name), metadata=metadata)
-
-
-def topics_spec(stream: Stream, owners: list[str] = OWNERS) -> AssetSpec:
+def topics_spec(stream: Stream, translator: PlatformTranslator = DEFAULT_TRANSLATOR
+                ) -> AssetSpec:
     """A Kafka stream's topics: written by its producers, not by Dagster (an external asset
     its ingest depends on)."""
-    described = f" ({stream.spec.description})" if stream.spec.description else ""
-    return AssetSpec(stream_key(stream, TOPICS), group_name=stream.name, owners=owners,
-                     kinds={"kafka"}, description=f"Kafka {stream.origin}{described}: "
-                     "written by producers; the landing sensor starts an ingest when their "
-                     "latest offsets are ahead of what the arrival log holds.")
+    return translator.get_asset_spec(stream, TOPICS)
 
 
-def stream_assets(stream: Stream, owners: list[str] = OWNERS
+def stream_assets(stream: Stream, translator: PlatformTranslator = DEFAULT_TRANSLATOR
                   ) -> list[AssetsDefinition | AssetSpec]:
     """The landing files (or the Kafka topics) and the ingest of one stream, in a group
     named after it."""
     name = stream.name
-    described = f" ({stream.spec.description})" if stream.spec.description else ""
     if stream.spec.kind == "kafka":
-        topics = topics_spec(stream, owners)
-        return [topics, _ingest_assets(stream, topics.key, owners)]
-    landing = stream_key(stream, LANDING_FILES)
+        topics = topics_spec(stream, translator)
+        return [topics, _ingest_assets(stream, topics.key, translator)]
+    landing = translator.get_asset_key(stream, LANDING_FILES)
 
     @asset(
-        key=landing, group_name=name, owners=owners, kinds={"python", "json"},
-        description=f"JSON-lines files of stream {name}{described} below "
-                    "<landing>/<producer>/, as collectors write them. Materialising it runs "
-                    "the seeded demo generator; in production the landing sensor notices new "
-                    "files instead.",
+        key=landing, group_name=translator.get_group_name(stream, LANDING_FILES),
+        owners=translator.get_owners(stream, LANDING_FILES),
+        kinds=translator.get_kinds(stream, LANDING_FILES),
+        metadata=translator.get_metadata(stream, LANDING_FILES),
+        code_version=translator.get_code_version(stream, LANDING_FILES),
+        description=translator.get_description(stream, LANDING_FILES),
     )
     def landing_files(config: LandingConfig, platform: PlatformResource) -> MaterializeResult:
         current = platform.stream(name)
@@ -137,28 +111,17 @@ def stream_assets(stream: Stream, owners: list[str] = OWNERS
             "bad_lines": sum(v for k, v in counts.items() if k.startswith("bad_")),
         })
 
-    return [landing_files, _ingest_assets(stream, landing, owners)]
+    return [landing_files, _ingest_assets(stream, landing, translator)]
 
 
-def _ingest_assets(stream: Stream, upstream: AssetKey, owners: list[str]) -> AssetsDefinition:
+def _ingest_assets(stream: Stream, upstream: AssetKey, translator: PlatformTranslator
+                   ) -> AssetsDefinition:
     name = stream.name
 
     @multi_asset(
         name=f"{name}_ingest",
-        specs=[
-            AssetSpec(stream_key(stream, tables.ARRIVAL_LOG), group_name=name, owners=owners,
-                      kinds=DELTA_KINDS, deps=[upstream],
-                      metadata=spec_metadata(tables.ARRIVAL_LOG, stream.arrival_log),
-                      description=f"Bronze of stream {name}: every good record with its "
-                                  "ingest_time, arrival_seq and the watermark in force at its "
-                                  "arrival. Append only; every pipeline reading the stream is "
-                                  "a pure function of it."),
-            AssetSpec(stream_key(stream, tables.QUARANTINE), group_name=name, owners=owners,
-                      kinds=DELTA_KINDS, deps=[upstream],
-                      metadata=spec_metadata(tables.QUARANTINE, stream.quarantine),
-                      description=f"Bad lines of stream {name} with the reason they never "
-                                  "reached an operator."),
-        ],
+        specs=[translator.get_asset_spec(stream, table, deps=[upstream])
+               for table in (tables.ARRIVAL_LOG, tables.QUARANTINE)],
     )
     def ingest_landing(context: AssetExecutionContext, platform: PlatformResource,
                        spark: DeltaSparkResource):
@@ -169,6 +132,6 @@ def _ingest_assets(stream: Stream, upstream: AssetKey, owners: list[str]) -> Ass
         current = platform.stream(name)
         check_landing(current)
         report = ingest(spark.session(), current, progress=context.log.info)
-        yield from ingest_results(current, report)
+        yield from ingest_results(current, report, translator)
 
     return ingest_landing

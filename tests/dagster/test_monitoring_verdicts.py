@@ -8,8 +8,10 @@ from __future__ import annotations
 from dagster import AssetCheckSeverity, AssetKey, MetadataValue
 
 from jobs.views.late_detail import DayLateness, bucket_labels, bucket_of, histograms
-from platform_defs.late_data_views import human_duration
 from platform_defs.monitoring import EMPTY_DAY, MonitoringResource, check_evaluations, day_metadata
+from platform_defs.translator import DEFAULT_TRANSLATOR
+
+human_duration = DEFAULT_TRANSLATOR.duration_text
 
 METRICS = AssetKey(["per_minute", "late_data_metrics"])
 

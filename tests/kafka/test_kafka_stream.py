@@ -404,9 +404,11 @@ def test_dagster_shows_each_partitions_lag_and_watermark_and_starts_a_run_for_ne
     the arrival log's metadata gives each partition's lag, watermark and idleness."""
     from dagster import AssetsDefinition
 
-    from platform_defs.kafka_views import kafka_metadata
     from platform_defs.sensors import kafka_request
     from platform_defs.stream_assets import stream_assets
+    from platform_defs.translator import DEFAULT_TRANSLATOR
+
+    kafka_metadata = DEFAULT_TRANSLATOR.get_kafka_metadata
 
     env = _home(tmp_path, broker, "watched", 2)
     stream = _stream(env)

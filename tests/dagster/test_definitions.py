@@ -146,3 +146,56 @@ def test_enrichment_follows_the_arrival_log_by_declarative_automation():
         is None
     sensor = defs.resolve_sensor_def("default_automation_condition_sensor")
     assert sensor.default_status.value == "STOPPED"  # nothing runs until turned on
+
+
+def test_a_translator_of_its_own_describes_every_table_the_component_builds():
+    """dagster-dbt's way: a subclass of the component returns a subclass of the translator,
+    and every asset, job and schedule it builds follows it; nothing else changes."""
+    import dagster as dg
+
+    from platform_defs.components import EventTimePipelines
+    from platform_defs.translator import PlatformTranslator
+
+    class Analytics(PlatformTranslator):
+        def get_asset_key(self, of, table):
+            return super().get_asset_key(of, table).with_prefix("analytics")
+
+        def get_group_name(self, of, table):
+            return f"analytics_{super().get_group_name(of, table)}"
+
+        def get_description(self, of, table):
+            return f"[{of.name}] {super().get_description(of, table)}"
+
+        def get_metadata(self, of, table):
+            return {**super().get_metadata(of, table), "team": "analytics"}
+
+    class AnalyticsPipelines(EventTimePipelines):
+        def get_translator(self) -> PlatformTranslator:
+            return Analytics(owners=self.owners)
+
+    built = dg.Definitions.merge(
+        AnalyticsPipelines(owners=["team:analytics"]).build_defs(
+            dg.ComponentTree.for_test().load_context),
+        dg.Definitions(resources=defs.resources))
+    dg.Definitions.validate_loadable(built)
+    graph, default = built.resolve_asset_graph(), defs.resolve_asset_graph()
+    keys = graph.get_all_asset_keys()
+    assert {AssetKey(k.path[1:]) for k in keys} == {
+        k for k in default.get_all_asset_keys() if default.get(k).group_name != "enrichment"}
+    for key in keys:
+        node, before = graph.get(key), default.get(AssetKey(key.path[1:]))
+        assert key.path[0] == "analytics", key
+        assert node.group_name == f"analytics_{before.group_name}", key
+        assert node.owners == ["team:analytics"], key
+        assert node.description == f"[{key.path[1]}] {before.description}", key
+        assert node.metadata["team"] == "analytics", key
+        assert node.kinds == before.kinds and node.code_version == before.code_version, key
+        assert {AssetKey(k.path[1:]) for k in node.parent_keys} == before.parent_keys, key
+    windowed = {AssetKey(["analytics", p, t]) for p in PIPELINES
+                for t in (tables.WINDOW_RESULTS, tables.LATE_RECORDS, tables.LATE_DATA_METRICS)}
+    assert {k for p in PIPELINES for k in built.resolve_job_def(f"{p}_windowed_job")
+            .asset_layer.executable_asset_keys} == windowed
+    schedule = built.resolve_schedule_def("finality_schedule")
+    assert set(schedule.target.resolvable_to_job.selection.resolve(graph)) == windowed
+    assert graph.asset_check_keys and all(
+        c.asset_key.path[0] == "analytics" for c in graph.asset_check_keys)

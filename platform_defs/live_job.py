@@ -5,9 +5,10 @@ that reads it.
 It is an op job rather than an asset job because the days it touches are only known after
 ingest; it records what it wrote as asset materialisations (one per pipeline, table and day,
 the metrics ones with that day's late-data numbers), so the asset pages show live and
-backfilled partitions alike; what each records is the translator's (platform_defs.translator),
-the same the assets' own runs record. A switch of the version readers see is recorded as an
-observation of each windowed asset naming the old and new versions.
+backfilled partitions alike; what each records is the translator's
+(``platform_defs.translator``), as the assets' own runs record it. A switch of the version
+readers see is recorded as an observation of each windowed asset naming the old and new
+versions.
 """
 
 from collections.abc import Iterable, Iterator, Mapping

@@ -6,7 +6,7 @@ lateness percentiles over the late records, the watermark lag), each duration al
 units beside its milliseconds, a lateness histogram and a sample of the day's late records
 (Markdown), and whether the day is final yet. A day with no window and no quarantined line
 says so instead of showing zeros. How each is worded (human units, Markdown) is the
-translator's (platform_defs.translator).
+translator's (``platform_defs.translator``).
 
 Three asset checks are *partitioned* like the asset (``AssetCheckSpec(partitions_def=...)``),
 so every day carries its own verdict: over the *warn* threshold a check fails with WARN (the

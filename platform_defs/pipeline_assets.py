@@ -6,7 +6,7 @@ windowed results, late records and late-data metrics (daily partitions by window
 (``BackfillPolicy.single_run``), and still record one materialisation per day, each with that
 day's late-data numbers, so the UI plots them per partition; three partitioned checks judge
 each day. What each asset and materialisation shows is the translator's
-(platform_defs.translator).
+(``platform_defs.translator``).
 """
 
 

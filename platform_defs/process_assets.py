@@ -5,7 +5,7 @@ Lineage: the stream's arrival log -> ``<pipeline>/output`` (daily partitions by 
 materialisation runs the process function over the whole log (its state carries from a key's
 first record to its last) and replaces the days asked, a range as one Spark job
 (``BackfillPolicy.single_run``), recording one materialisation per day with that day's rows.
-What each asset and materialisation shows is the translator's (platform_defs.translator).
+What each asset and materialisation shows is the translator's (``platform_defs.translator``).
 """
 
 from datetime import timedelta

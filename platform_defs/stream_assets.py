@@ -3,7 +3,7 @@
 Each stream is the shared upstream of the pipelines that read it: one group per stream
 (``events``), keys ``<stream>/landing_files``, ``<stream>/arrival_log``,
 ``<stream>/quarantine``. Ingest runs once per stream, whatever the number of pipelines. What
-each asset and materialisation shows is the translator's (platform_defs.translator).
+each asset and materialisation shows is the translator's (``platform_defs.translator``).
 """
 
 

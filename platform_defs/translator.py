@@ -12,16 +12,16 @@ table belongs to and the table's name, and returns one property of its asset.
   pipeline wrote and serve its tables (and, on the results, the table of versions), whether a
   day is final yet;
 - how a person reads late data: durations in human units, watermarks as instants, the
-  lateness histogram and the sample of late records as Markdown (platform_defs.monitoring
+  lateness histogram and the sample of late records as Markdown (``platform_defs.monitoring``
   turns a day's late-data figures into metadata with them).
 
-The asset builders (platform_defs.stream_assets, platform_defs.pipeline_assets,
-platform_defs.process_assets, platform_defs.enrichment_assets), the jobs and the schedule take
-a translator, :data:`DEFAULT_TRANSLATOR` unless told otherwise. To change what the UI shows,
-subclass :class:`PlatformTranslator`, override the methods to change, and return an instance
-from a subclass of the component's ``get_translator``
-(platform_defs.components.EventTimePipelines). The live jobs (platform_defs.live_job,
-platform_defs.live_pipes) are defined once, outside the component, and record with
+The asset builders (``platform_defs.stream_assets``, ``platform_defs.pipeline_assets``,
+``platform_defs.process_assets``, ``platform_defs.enrichment_assets``), the jobs and the
+schedule take a translator, :data:`DEFAULT_TRANSLATOR` unless told otherwise. To change what
+the UI shows, subclass :class:`PlatformTranslator`, override the methods to change, and return
+an instance from ``get_translator`` in a subclass of the component
+(``platform_defs.components.EventTimePipelines``). The live jobs (``platform_defs.live_job``,
+``platform_defs.live_pipes``) are defined once, outside the component, and record with
 :data:`DEFAULT_TRANSLATOR`: a translator that changes asset keys leaves them recording under
 the default keys.
 
@@ -128,6 +128,7 @@ class PlatformTranslator:
         return of.name
 
     def get_owners(self, of: StreamOrPipeline, table: str) -> list[str]:
+        """The translator's owners (the component's ``owners``), for every table."""
         return list(self.owners)
 
     def get_kinds(self, of: StreamOrPipeline, table: str) -> set[str]:
@@ -140,6 +141,7 @@ class PlatformTranslator:
         return set(DELTA_KINDS)
 
     def get_description(self, of: StreamOrPipeline, table: str) -> str:
+        """What the table holds, in words, with the stream's or pipeline's own description."""
         if isinstance(of, Pipeline):
             if of.spec.is_process:
                 return self._process_descriptions(of)[table]

@@ -10,7 +10,7 @@ The folders come from the platform's settings (``PLATFORM_PIPELINES``, ``PLATFOR
 the very ones the runs read, so the definitions and the runs cannot disagree.
 
 Every asset, job and schedule it builds is described by one translator
-(platform_defs.translator), as dagster-dbt's component describes dbt models with its
+(``platform_defs.translator``), as dagster-dbt's component describes dbt models with its
 ``DagsterDbtTranslator``: a subclass of the component whose
 :meth:`EventTimePipelines.get_translator` returns a subclass of ``PlatformTranslator`` changes
 what the UI shows, with nothing else to edit.

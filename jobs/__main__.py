@@ -227,6 +227,7 @@ def _checked(args: argparse.Namespace) -> Plan:
     setting, status 2."""
     import os
 
+    from jobs.config.arguments import check_day_range
     from jobs.config.errors import SettingsError
     from jobs.config.settings import PlatformSettings
     from jobs.config.settings_reference import check_variable_names
@@ -234,7 +235,6 @@ def _checked(args: argparse.Namespace) -> Plan:
     from jobs.live.cohorts import check_claim, member_of
     from jobs.live.queries import DEFAULT_BUCKETS, all_live
     from jobs.streams.checks import check_ingested, check_landing, check_stream_mark
-    from jobs.tables.days import check_day_range
 
     for warning in check_variable_names(os.environ):
         print(warning, file=sys.stderr)

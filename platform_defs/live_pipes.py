@@ -1,6 +1,6 @@
 """Live runs outside the Dagster process, through Dagster Pipes.
 
-Both jobs launch ``jobs.live.pipes`` in its own interpreter, SparkSession and
+Both jobs launch ``jobs.pipes`` in its own interpreter, SparkSession and
 memory; its log lines stream into the run's logs as it goes.
 
 - ``live_pipes_job``: one increment of a stream (what the landing sensor's ``live_job`` does
@@ -70,7 +70,7 @@ def _ingest_report(message: dict) -> IngestReport:
                         first_batch_id=message.get("first_batch_id"))
 
 
-@op(description="Runs jobs.live.pipes through Dagster Pipes and records what "
+@op(description="Runs jobs.pipes through Dagster Pipes and records what "
                 "it wrote.", out={})
 def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
                          platform: PlatformResource,
@@ -79,7 +79,7 @@ def live_increment_pipes(context: OpExecutionContext, config: IncrementConfig,
     settings = platform.settings()
     stream = stream_of(settings, config.stream)
     invocation = pipes_subprocess_client.run(
-        command=[sys.executable, "-m", "jobs.live.pipes", "--stream", stream.name],
+        command=[sys.executable, "-m", "jobs.pipes", "--stream", stream.name],
         context=context, env={**_environment(settings), "PLATFORM_LIVE_ENGINE": config.engine},
         cwd=str(PROJECT))
     for message in invocation.get_custom_messages():
@@ -172,7 +172,7 @@ def live_stream_pipes(context: OpExecutionContext, config: StreamConfig,
                       monitoring_thresholds: monitoring.MonitoringResource) -> Iterator[Event]:
     settings = platform.settings()
     stream = stream_of(settings, config.stream)
-    command = [sys.executable, "-m", "jobs.live.pipes", "--long-running",
+    command = [sys.executable, "-m", "jobs.pipes", "--long-running",
                "--stream", stream.name, "--trigger", config.trigger,
                "--poll", str(config.poll_seconds),
                "--max-batches", str(config.max_batches),

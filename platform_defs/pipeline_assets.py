@@ -28,9 +28,9 @@ from pyspark.sql import SparkSession
 
 from jobs import tables
 from jobs.backfill import BackfillReport, run_backfill
+from jobs.config.arguments import check_partition_range
 from jobs.config.registry import Pipeline
 from jobs.store.table_stats import max_column_value
-from jobs.tables.days import check_partition_range
 from jobs.views.late_detail import late_detail
 from platform_defs import monitoring
 from platform_defs.partitions import daily_partitions

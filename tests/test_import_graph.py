@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.import_graph import PACKAGES, circles, import_graph
+from tests.import_graph import PACKAGES, ROOT, circles, import_graph
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +36,37 @@ def test_no_import_circle(graph, package):
 
 def test_no_import_circle_across_the_project(graph):
     assert not circles(graph)
+
+
+FRONT_DOORS = {"jobs.__main__", "jobs.backfill", "jobs.increment", "jobs.enrichment",
+               "jobs.nexmark_job", "jobs.warm_up", "jobs.pipes", "jobs.generator"}
+"""The modules at the top of ``jobs/``: the runtimes and the commands a person or Dagster runs;
+every other module sits in the folder of its concept."""
+
+
+def test_the_top_of_jobs_holds_only_the_front_doors(graph):
+    loose = {name for name in graph if name.count(".") == 1 and name.startswith("jobs.")
+             and not (ROOT / name.replace(".", "/") / "__init__.py").exists()}
+    assert loose == FRONT_DOORS
+
+
+def test_the_folders_of_jobs_import_each_other_without_a_circle(graph):
+    """A folder is one concept: its modules may import each other, but two folders never import
+    each other both ways, however the arrows run between their modules."""
+    def folder(name: str) -> str:
+        parts = name.split(".")
+        return ".".join(parts[:2])
+
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if name.startswith("jobs."):
+            folders.setdefault(folder(name), set()).update(
+                folder(t) for t in targets if t.startswith("jobs.") and folder(t) != folder(name))
+    for targets in list(folders.values()):
+        for target in targets:
+            folders.setdefault(target, set())
+    assert len(folders) > 15
+    assert not circles(folders), f"folders of jobs importing each other: {circles(folders)}"
 
 
 @pytest.mark.parametrize(("lower", "upper"), [

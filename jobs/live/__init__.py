@@ -9,7 +9,7 @@ runs), ``fanout`` (every version of a cohort fed from one read), ``standard``, `
 ``session_growth`` and ``process`` (the engines per bucket of keys), ``log_source`` (the
 arrival log read by position), ``sink`` (a micro-batch's Delta writes), ``late_metrics`` (the
 late-data metrics written beside the stream), ``backpressure`` (when the long-running job's
-ingest waits for its queries), ``pipes`` (the Dagster Pipes entry point).
+ingest waits for its queries). The Dagster Pipes entry point that runs these is jobs.pipes.
 """
 
 from jobs.live.catch_up import run_live, run_rollout

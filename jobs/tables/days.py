@@ -15,7 +15,6 @@ from zoneinfo import ZoneInfo
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from jobs.config.errors import SettingsError
 from operators.pipeline import WindowSpec
 
 DAY_MS = 86_400_000
@@ -101,23 +100,5 @@ def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-def check_day_range(first_day: str | None, last_day: str | None,
-                    what: str = "--from/--to") -> None:
-    """A range whose first day is after its last is empty: refuse it rather than run a
-    backfill that writes nothing and looks like a success. The command line and a Dagster
-    partition range share the message; ``what`` names the argument."""
-    if first_day and last_day and dt.date.fromisoformat(first_day) > \
-            dt.date.fromisoformat(last_day):
-        raise SettingsError(f"{what}: {first_day} is after {last_day}: the range is empty "
-                            "(give the earlier day first)")
 
 
-def check_partition_range(start: str, end: str, first_partition: str) -> tuple[str, str]:
-    """The first and last day of a Dagster run's partition range, or a :class:`SettingsError`
-    for a reversed one (``--partition-range 2026-01-05...2026-01-02``, which Dagster runs as
-    a range of no partitions) or one that starts before the first daily partition."""
-    check_day_range(start, end, "partition range")
-    if dt.date.fromisoformat(start) < dt.date.fromisoformat(first_partition):
-        raise SettingsError(f"partition range: {start} is before the first daily partition "
-                            f"{first_partition} (PLATFORM_PARTITIONS_START)")
-    return start, end

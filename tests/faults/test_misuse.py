@@ -24,13 +24,13 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import tables
+from jobs.config.arguments import check_partition_range
 from jobs.config.errors import SettingsError
 from jobs.config.registry import platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.config.streams import Stream
 from jobs.console.progress import heartbeat
 from jobs.generator import GeneratorConfig, generate
-from jobs.tables.days import check_partition_range
 from tests.faults.helpers import SESSIONS
 from tests.platform_home import PER_MINUTE, platform_env
 

@@ -3,12 +3,12 @@
 A long-running or heavy live step should not share the Dagster run worker's memory and JVM: this
 script starts its own SparkSession and reports back through Dagster Pipes. Two modes:
 
-- ``python -m jobs.live.pipes [--stream NAME]`` (``live_pipes_job``): one increment of a
+- ``python -m jobs.pipes [--stream NAME]`` (``live_pipes_job``): one increment of a
   stream (ingest, then its pipelines' tables for the days it touched) and stop. Progress
   streams back as Pipes log lines; at the end one custom message says what was written, which
   the launching op turns into asset materialisations (per pipeline and day for the
   partitioned tables).
-- ``python -m jobs.live.pipes --long-running --trigger "10 seconds"``
+- ``python -m jobs.pipes --long-running --trigger "10 seconds"``
   (``live_stream_job``): the long-running live stream. It ingests new landing files every
   ``--poll`` seconds (batch after batch while a backlog remains) while the streaming query
   runs, and reports every micro-batch the moment it

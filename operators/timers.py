@@ -24,7 +24,7 @@ Why it looks like this:
   batch path instead: :meth:`TimerService.register_event_time_timers` takes columns and
   :meth:`TimerService.pop_due_event_time_timers` returns every due timer as columns, in the
   same order. Per timer, any Python call costs more than the whole batch path does (see
-  benchmarks/RESULTS.md, "The operator library alone"), so those timers stay numpy columns,
+  benchmarks/history.md, "The operator library alone"), so those timers stay numpy columns,
   sorted and deduplicated at once, until a per-timer call needs them as entries.
 
 Timestamps and namespace bounds are Python ints; anything in Flink's ``long`` range serialises.

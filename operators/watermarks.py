@@ -312,7 +312,7 @@ def _lowest_over_partitions(restored: ArrivalWatermarks, codes: dict[str, int],
     A partition's running maximum and last record are spread over the batch by scattering
     them one position past its own records and carrying them forward (a running maximum),
     a few passes over the batch a partition (there were fifteen: the ingest thread's
-    watermarks took 15 % of it at 800,000 events/s, benchmarks/RESULTS.md)."""
+    watermarks took 15 % of it at 800,000 events/s, benchmarks/history.md)."""
     count = len(events)
     never = np.iinfo(np.int64).max
     lowest = np.full(count, never, dtype=np.int64)

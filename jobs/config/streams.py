@@ -50,7 +50,7 @@ STREAM_TABLES = (tables.ARRIVAL_LOG, tables.QUARANTINE)
 
 MAX_BYTES_PER_BATCH = 64 * 2**20
 """A landing stream's default ``max_bytes_per_batch`` (64 MiB): about 700,000 lines of
-bench_live's events, a few seconds of ingest on two cores (benchmarks/RESULTS.md)."""
+bench_live's events, a few seconds of ingest on two cores (benchmarks/history.md)."""
 MAX_BYTES_PER_MICRO_BATCH = 64 * 2**20
 """A stream's default ``max_bytes_per_micro_batch`` (64 MiB of the arrival log's files): about
 2 million records of bench_live's, a few seconds of the stream at its ceiling. A file limit
@@ -58,7 +58,7 @@ alone bounds nothing, since each file is an ingest batch: a version catching up 
 trigger, ``rollout_max_files_per_trigger``) took 3-5 million records a micro-batch, and a
 session pipeline's, which emits a row per record, once held more than 1 GiB of output in one
 Arrow buffer: the JVM ran out of heap in the sink's collect, and the same offsets would have
-failed again on every restart (benchmarks/RESULTS.md)."""
+failed again on every restart (benchmarks/history.md)."""
 
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "key.password", "ssl.key")
 

@@ -6,7 +6,7 @@ lateness and watermark lag (jobs.tables.window_tables, ``lateness_aggregates``);
 ``late_data_metrics`` gives the same over the assignments whose window ends that day, and the
 lines quarantined that day. Computed by Spark (explode every record into its windows, exact
 percentiles per group), the two took 12 s and 6.5 s of the two cores every minute at 80,000
-events/s (benchmarks/RESULTS.md). Here the records are read from the arrival log's files by
+events/s (benchmarks/history.md). Here the records are read from the arrival log's files by
 ``deltalake`` and classified with numpy, window by window (a sliding window's records are
 never copied once per window). The operator library's pipelines (sessions, custom triggers)
 record each record's fate in their ``window_assignments`` table, and their per-batch metrics

@@ -5,7 +5,7 @@ Ingest and the cohorts' queries share the machine's cores. Under a backlog, inge
 next batch while the last one is appended (jobs.streams.landing.read_ahead), and nothing
 stopped it from filling the log faster than the queries read it. Held above its ceiling, the
 live stage then got fewer cores and processed less: 440,000-630,000 events/s on two cores
-against 600,000-675,000 without read-ahead (benchmarks/RESULTS.md). A record ingested while a
+against 600,000-675,000 without read-ahead (benchmarks/history.md). A record ingested while a
 query's next micro-batch is already full cannot be read before the micro-batch after that one,
 so ingest waits until some query could take it. This is Flink's backpressure (a source reads
 no faster than its operators take records), measured at the log instead of network buffers.

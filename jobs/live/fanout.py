@@ -153,7 +153,7 @@ def pipeline_rows(rows: pa.Table, index: int, name: str, spec: PipelineSpec) -> 
     """One pipeline's rows of the stream's output, in the columns its own engine emits. Arrow
     throughout: a session pipeline emits a row per record, and the same split in pandas
     copied every object column of a 1.4-million-row batch twice, 1 to 3 s of the driver's
-    Python (benchmarks/RESULTS.md)."""
+    Python (benchmarks/history.md)."""
     owner = pc.fill_null(pc.equal(rows.column(PIPELINE_COLUMN), name), False)
     mine = rows if pc.all(owner, min_count=0).as_py() else rows.filter(owner)
     renames = {aggregate_column(index, column): f"agg_{column}"

@@ -5,7 +5,7 @@ Parquet value (a ``BigInteger`` per ``DECIMAL(38, 9)`` value), builds a row, and
 into Arrow again for the Python worker that packs the records by bucket
 (jobs.runtime.packing). Offline, over the same 4 M records, that path cost 3.1 to 4.3 µs of
 CPU a record; Python workers reading the Parquet files with Arrow's C++ reader and packing
-them cost 0.9 to 1.0 (benchmarks/RESULTS.md). So a cohort created since then reads its log
+them cost 0.9 to 1.0 (benchmarks/history.md). So a cohort created since then reads its log
 through this source (a PySpark Python data source), and the JVM sees only the packs: a few
 rows per bucket and micro-batch.
 

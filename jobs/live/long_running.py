@@ -39,7 +39,7 @@ from jobs.store.delta_io import table_exists
 
 STREAM_SETTINGS = {
     # adaptive query execution re-plans every small micro-batch job and Delta MERGE: measured
-    # 2.3 s against 1.7 s per results MERGE on 2 cores (benchmarks/RESULTS.md)
+    # 2.3 s against 1.7 s per results MERGE on 2 cores (benchmarks/history.md)
     "spark.sql.adaptive.enabled": "false",
 }
 """Session settings of the long-running job (its own process): none changes a result."""

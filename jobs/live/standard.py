@@ -12,7 +12,7 @@ Late records (dropped) are emitted as they come.
 The state is plain arrays and the output is Arrow in the pipeline's output schema, built from
 those arrays: a call is tens of thousands of records, and pandas' per-operation overhead
 (typed conversions of every small output frame, merges, renames) took more of the Python
-workers' time than the arithmetic (benchmarks/RESULTS.md). Python runs per window of the
+workers' time than the arithmetic (benchmarks/history.md). Python runs per window of the
 state or per emitted pane, never per record, except for sums and extremes of values past 64
 bits of nanounits.
 

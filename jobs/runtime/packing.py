@@ -3,7 +3,7 @@
 PySpark's ``transformWithStateInPandas`` hands a grouping key's rows to Python one at a time:
 its serializer converts each Arrow batch to pandas, walks it row by row (``itertuples``) to
 find where a key's rows end, and builds a new frame from the row tuples. Profiled at 80,000
-events/s (benchmarks/RESULTS.md), that walk took about two thirds of the Python workers' time
+events/s (benchmarks/history.md), that walk took about two thirds of the Python workers' time
 and the engines themselves a fifth. So before the shuffle a stateless ``mapInArrow`` packs each
 input partition's records by bucket into Arrow IPC bytes, one row per bucket: the stateful
 stage gets tens of rows per micro-batch instead of hundreds of thousands, and the processor
@@ -13,7 +13,7 @@ The stateful stage's output is packed the same way (:func:`pack_output`), a few 
 call: Spark's JVM reads each output row from the Python worker's Arrow into a row and, when
 the micro-batch is collected, writes it into Arrow again. Live sessions output a row per record
 (its window assignment), and a profile of their JVM at 40,000 events/s put a fifth of its
-samples in that collect (benchmarks/RESULTS.md). Packed, the rows cross the JVM as a few
+samples in that collect (benchmarks/history.md). Packed, the rows cross the JVM as a few
 byte strings and the driver reads them as they were written (:func:`unpack_output`).
 
 Nothing a pipeline computes changes: an engine gets its bucket's records of the micro-batch,
@@ -49,7 +49,7 @@ PACK_BYTES = 256 * 1024
 object of half a heap region or more (1 MiB in the driver's 4 GiB heap) as humongous; with a
 pack per call (megabytes of a bucket's session assignments) its threads took 0.3-0.9 s of CPU
 per 400,000-record micro-batch against 0.1 s in packs of this size (a catch-up of 6.4 M
-records, benchmarks/RESULTS.md)."""
+records, benchmarks/history.md)."""
 OUTPUT_COMPRESSION = pa.ipc.IpcWriteOptions(compression="lz4")
 """Output packs are LZ4-compressed Arrow IPC. The output schema has a column for every kind of
 row and pipeline, most of them null in any one row: a session's assignment row is 192 bytes
@@ -57,7 +57,7 @@ as Arrow and 45 compressed (+45 ns a row to write, +47 to read). Uncompressed, a
 pipeline's micro-batch of 1-3 million records left the stateful stage as hundreds of
 megabytes, which the sink's collect wrote into one Arrow buffer (Spark cuts those batches by
 rows only for a narrow stream, :func:`rows_only_arrow_batches`) until the JVM ran out of heap
-(benchmarks/RESULTS.md)."""
+(benchmarks/history.md)."""
 MAX_ROWS_PER_PACK = 1_000_000
 """Records gathered before a partition's packs are cut (bounds the Python worker's memory)."""
 
@@ -67,7 +67,7 @@ UNSIZED = str(2**31 - 1)
 """The one value of :data:`BATCH_BYTES_SETTING` at which Spark cuts the Arrow batches it sends
 to Python by rows alone. At any other (the default is 64 MiB) it measures the batch's vectors
 after every row it writes: 11 % of the executors' JVM time at 80,000 events/s (a Java Flight
-Recorder profile, benchmarks/RESULTS.md)."""
+Recorder profile, benchmarks/history.md)."""
 
 
 @contextmanager

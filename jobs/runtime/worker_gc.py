@@ -5,7 +5,7 @@ after each (``pyspark/daemon.py``). A full collection walks every object the pro
 almost all of them the modules a task imported (PySpark, pandas, pyarrow, numpy): 25-33 ms
 each, and the live stream runs four or more Python tasks per micro-batch. At 320,000 events/s
 those collections were 8 % of the Python samples of the whole run (py-spy,
-benchmarks/RESULTS.md) and found nothing to free.
+benchmarks/history.md) and found nothing to free.
 
 ``gc.freeze()`` moves the objects tracked at that moment to a permanent generation that
 collections skip. A task entry calls :func:`spare_live_objects` first: what is alive then

@@ -46,7 +46,7 @@ LOCAL_CONFIGS = {
     # not a RocksDB snapshot copied into the checkpoint; snapshots are made in the background
     # every few batches. Measured at 80,000 events/s: the state operator's commit time (summed
     # over its state stores) 527-544 -> 241-287 ms a micro-batch, the trigger 2.2 -> 1.8-2.0 s
-    # (benchmarks/RESULTS.md). PLATFORM_SPARK_CONF can turn it off. Spark restores state
+    # (benchmarks/history.md). PLATFORM_SPARK_CONF can turn it off. Spark restores state
     # from the last snapshot plus the changelogs after it, so a restart sees the same state.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.driver.memory": "4g",

@@ -3,7 +3,7 @@
 delta-rs writes an append with its own Parquet encoder (arrow-rs). On the arrival log's rows
 (13 columns, a JSON payload each) that cost 0.34-0.45 µs of CPU a row; Arrow's C++ writer
 wrote the same rows, with Snappy and statistics for every column, in 0.19-0.20 µs
-(benchmarks/RESULTS.md). Ingest appends every record it reads, so an unpartitioned table's
+(benchmarks/history.md). Ingest appends every record it reads, so an unpartitioned table's
 append writes its file with Arrow and commits it with delta-rs's own transaction
 (``DeltaTable.create_write_transaction``): the same Delta protocol, the same optimistic
 concurrency and transaction ids, the same file layout.
@@ -88,7 +88,7 @@ class ColumnEncodings:
     rarely repeat (a line's text, a decimal) builds a dictionary it then drops, and a column of
     rising integers (positions, times) is smaller and quicker to write and read as deltas.
 
-    On the arrival log's rows (benchmarks/RESULTS.md, "Landing lines read flat"), writing
+    On the arrival log's rows (benchmarks/history.md, "Landing lines read flat"), writing
     took 239-265 ns a row against 337-384 with the defaults, reading six columns back 55-71
     against 78-98, and the file was 8 % smaller."""
 

@@ -4,7 +4,7 @@ The live path commits a few tables per micro-batch (the arrival log and quaranti
 panes, late records and window assignments in the sink). Through Spark each is a job or three
 plus the commit, 0.3 s for a plain append and 1.5 to 2.5 s for a ``MERGE`` on a 2-core machine,
 and under the stream's load appending 100,000 arrival-log rows took 6 to 9 s
-(benchmarks/RESULTS.md). ``deltalake`` (delta-rs, the Delta project's Rust implementation)
+(benchmarks/history.md). ``deltalake`` (delta-rs, the Delta project's Rust implementation)
 writes the same Delta protocol from Arrow in the driver: the same append takes about 0.1 s and
 a ``MERGE`` of 10,000 panes a few tens of milliseconds. Spark reads what it writes and writes
 the same tables (backfills); both take part in Delta's optimistic concurrency, and conflicts

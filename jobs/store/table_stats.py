@@ -8,7 +8,7 @@ read one number (the arrival log's ``max(watermark_ms)``) would cost seconds of 
 disk or an object store alike. When a live file has no statistics the answer is unknown
 (``None``) rather than guessed. A backfill's own bookkeeping (which version it pins, what its
 commits wrote) is read the same way: through Spark each was a job or three, a second or more
-of a 2-core machine per backfill (benchmarks/RESULTS.md).
+of a 2-core machine per backfill (benchmarks/history.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A full backfill writes three tables. Computed by Spark, the late records and the metrics each
 read and classify every record of the range again, two more passes over the log besides the
 results': in a backfill of 1 M events they took about as much of the two cores as the results
-themselves (benchmarks/RESULTS.md). Both depend on each record's event time and recorded
+themselves (benchmarks/history.md). Both depend on each record's event time and recorded
 watermark alone (:func:`jobs.windows.vectorised.classify`), and both are small beside the log.
 So the driver reads the pinned snapshot of the log through ``deltalake`` in record batches
 (memory stays bounded however long the range), classifies each batch with numpy as the live
@@ -42,7 +42,7 @@ from operators.pipeline import PipelineSpec
 DRIVER_RECORDS = 20_000_000
 """The most log records (by file statistics) whose late records and metrics the driver
 computes; more go to Spark. 1 M records of tumbling windows took 0.33 s in the driver
-(benchmarks/RESULTS.md), so the most costs it seconds, where Spark takes minutes on 2 cores."""
+(benchmarks/history.md), so the most costs it seconds, where Spark takes minutes on 2 cores."""
 
 LOG_COLUMNS = ("key", "arrival_seq", "event_time_ms", "ingest_time_ms", "watermark_ms", "value")
 _EMPTY = np.empty(0, dtype=np.int64)

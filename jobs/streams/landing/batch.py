@@ -494,7 +494,7 @@ def arrival_rows(reads: list[PartRead], start_state: dict, rules: IngestRules) -
         last_ingest = int(clocks[good[-1]])
     # one array per column, not a chunk per part: the arrival order interleaves the parts, and
     # a take across many chunks cost more (1 M lines in 100 files: 0.56 s against 0.43 s,
-    # benchmarks/RESULTS.md)
+    # benchmarks/history.md)
     keys = _one_array([read.parsed.key_column() for read in reads])
     values = pa.concat_arrays([read.parsed.value_column() for read in reads]) if reads \
         else pa.array([], pa.decimal128(38, 9))
@@ -540,7 +540,7 @@ def _arrival_permutation(clocks: np.ndarray, codes: np.ndarray, numbers: np.ndar
     line number)`` order (a plan lists its files by name), so a stable sort by clock alone
     gives the same permutation: ties keep that order. numpy's stable sort merges the runs of
     rising clocks it finds, one per file, where a lexsort of three keys sorts every key in full
-    (600,000 lines of 3 files: 1.9 ms against 8.2; benchmarks/RESULTS.md, "Searched again").
+    (600,000 lines of 3 files: 1.9 ms against 8.2; benchmarks/history.md, "Searched again").
     Lines in any other order are lexsorted."""
     count = len(clocks)
     if count < 2:

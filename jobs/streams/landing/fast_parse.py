@@ -1,7 +1,7 @@
 """Landing lines parsed at C speed, with the very results of :func:`parsing.parse_line`.
 
 Profiled at 80,000 events/s offered, ingest was the live job's ceiling: one core of Python
-decoding and checking lines one by one (benchmarks/RESULTS.md, "Ingest at Spark's ceiling").
+decoding and checking lines one by one (benchmarks/history.md, "Ingest at Spark's ceiling").
 Here ``msgspec`` decodes a file part's lines in one C call (``decode_lines``, newline-delimited
 JSON) into the few fields ingest reads (key, event time, value, and the ingest clock's and
 punctuation's fields when configured), the other fields skipped unbuilt. The value is kept

@@ -3,7 +3,7 @@ taken from (text_views.py) and the parser decodes, with no Python string per lin
 
 At 80,000 lines a second the driver made a ``str`` of every line (splitting the decoded part),
 joined them again for the parser, and converted them back to Arrow for the payload column:
-about a tenth of its time (benchmarks/RESULTS.md). Here a part's line boundaries are found
+about a tenth of its time (benchmarks/history.md). Here a part's line boundaries are found
 once with numpy; a line becomes a ``str`` only when something reads it alone (a line the
 parser's rules judge one by one, a quarantined line's text).
 

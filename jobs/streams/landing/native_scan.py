@@ -3,7 +3,7 @@ serde_json), for :class:`fast_parse.FastParser`.
 
 At Spark's ceiling most of ingest's cost was Python's, not JSON's: msgspec decoded a line in
 0.18 µs, then reading its fields into lists, checking them and turning keys into Arrow cost
-0.6 µs more (benchmarks/RESULTS.md, "Ingest scanned natively"). The scanner writes a part's
+0.6 µs more (benchmarks/history.md, "Ingest scanned natively"). The scanner writes a part's
 keys, event times and the value's and extra fields' JSON texts straight into buffers that
 become Arrow and numpy columns with no Python object per line.
 
@@ -11,7 +11,7 @@ The scanner reads the usual line (a flat object of names and values written with
 in one pass of its own, and any other through serde_json; and where a value is a number
 ``DECIMAL(38, 9)`` holds as written, it writes the decimal itself, so that only the other
 values' texts come back to be read here (on the benchmark's lines the parse of a part took
-about 450 ns a line before, 250 after: benchmarks/RESULTS.md, "Landing lines read flat").
+about 450 ns a line before, 250 after: benchmarks/history.md, "Landing lines read flat").
 
 It never decides a rejection. A line is *scanned* only when it is a JSON object whose key
 is an ASCII string written without escapes, not blank and within the key length limit, whose

@@ -4,7 +4,7 @@ the native scanner parses them, by worker processes off its interpreter lock oth
 In the live job ingest is a thread of the driver's Python process, the process that also plans
 the stream's micro-batches: profiled at 120,000 events/s offered, ingest was the limit while a
 quarter of the machine sat idle, its parse taking 5.2–5.7 s per 836,000 lines against 2.8 s
-alone (benchmarks/RESULTS.md). :func:`~jobs.streams.landing.batch.read_part` is a pure function
+alone (benchmarks/history.md). :func:`~jobs.streams.landing.batch.read_part` is a pure function
 of the part's bytes, the plan and the rules, so parts can be read anywhere: here each part goes
 to a worker process and comes back as columns (its bytes, numpy arrays, Arrow arrays), and the
 ingest process only orders and walks them (:func:`~jobs.streams.landing.batch.arrival_rows`).
@@ -15,7 +15,7 @@ mostly native code that runs without the interpreter lock (the scan through ctyp
 casts), so threads parse parts side by side in the ingest process and nothing travels:
 offline, 800,000 of the benchmark's lines took 0.87-1.1 µs of CPU a line and 0.20 s of parse
 against 1.29-1.87 µs and 0.37 s in two worker processes, whose pickling of every part's bytes
-and columns cost what the parallel parse saved (benchmarks/RESULTS.md).
+and columns cost what the parallel parse saved (benchmarks/history.md).
 PLATFORM_INGEST_PARSE_WORKERS chooses (``auto``: threads with the scanner, processes without).
 
 Worker processes are started with ``spawn`` (the driver holds a JVM gateway and threads, which

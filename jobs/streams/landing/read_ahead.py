@@ -3,7 +3,7 @@
 Under a backlog ingest runs batch after batch, each one plan, parse, order and append in
 turn, and at 800,000 events/s on 2 cores that chain was what the live stream waited on: the
 ordering and the Parquet write run on one thread, and while they did the parse workers and
-often the live stage sat idle (benchmarks/RESULTS.md). Parsing a file part needs only the
+often the live stage sat idle (benchmarks/history.md). Parsing a file part needs only the
 part and the plan's time, not the batch before it, so once a batch is ordered the next one
 is chosen and its parts parsed in the background while this one's rows are written.
 

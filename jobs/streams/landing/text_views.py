@@ -4,7 +4,7 @@ arrival order copies each line's characters once, into the payload column itself
 The payload column used to be made in three copies of every line: each part's lines sliced
 out of its bytes (without their newlines), the parts' columns joined into one array, and that
 array taken into arrival order. At 600,000 lines a batch those copies were about a quarter of
-the ingest thread's time under the live stream's load (benchmarks/RESULTS.md). A string view
+the ingest thread's time under the live stream's load (benchmarks/history.md). A string view
 (Arrow's ``string_view`` layout: 16 bytes a line, its length and either the line itself when
 it is at most 12 bytes or its first 4 bytes, its part and its offset) is made here with numpy
 from where each line starts, and arrival order is a numpy take of those 16-byte rows; the one

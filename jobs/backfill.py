@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from jobs import tables
 from jobs.config.registry import Pipeline
 from jobs.console.progress import heartbeat
+from jobs.lateness import assigned
 from jobs.lifecycle import effective_from, versions
 from jobs.store import fast_writes
 from jobs.store.delta_io import read_table_or_none, replace_range
@@ -253,7 +254,7 @@ def _driver_assignments_write(pipeline: Pipeline, outputs: WindowOutputs,
     schema = fast_writes.arrow_schema(tables.WINDOW_ASSIGNMENTS_SCHEMA)
     data = outputs.assigned.toArrow().select(schema.names).cast(schema)
     _replace_days(pipeline, tables.WINDOW_ASSIGNMENTS, data, outputs, said)
-    metrics = driver_tables.metrics_of_assignments(
+    metrics = assigned.metrics_of_assignments(
         data.to_batches(),  # the backfill's days only (WindowOutputs.assigned)
         pipeline.table_path(tables.QUARANTINE), pipeline.time_zone, outputs.first_day,
         outputs.last_day, fast_writes.arrow_schema(outputs.metrics.schema))
@@ -276,7 +277,7 @@ def _assigned_metrics_write(pipeline: Pipeline, tag: str, outputs: WindowOutputs
     """The metrics of a pipeline that keeps its assignments, computed in the driver from the
     ``window_assignments`` rows this backfill just wrote (jobs.windows.driver_tables)."""
     path = pipeline.table_path(tables.WINDOW_ASSIGNMENTS)
-    data = driver_tables.assigned_metrics(
+    data = assigned.assigned_metrics(
         path, tagged_version(path, tag), pipeline.table_path(tables.QUARANTINE),
         pipeline.time_zone, outputs.first_day, outputs.last_day,
         fast_writes.arrow_schema(outputs.metrics.schema))

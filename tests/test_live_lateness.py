@@ -141,7 +141,7 @@ def test_equal_to_sparks_aggregates_over_a_generated_log(spark):
 
     from pyspark.sql import functions as F
 
-    from jobs.tables.window_tables import lateness_aggregates, lateness_columns
+    from jobs.lateness.aggregates import lateness_aggregates, lateness_columns
     from jobs.windows.vectorised import classify
 
     rng = random.Random(5)
@@ -282,7 +282,7 @@ def test_assignments_equal_to_sparks_aggregates(spark):
 
     from pyspark.sql import functions as F
 
-    from jobs.tables.window_tables import lateness_aggregates, lateness_columns
+    from jobs.lateness.aggregates import lateness_aggregates, lateness_columns
 
     rng = random.Random(7)
     rows = []

@@ -36,6 +36,7 @@ from jobs.lateness.metrics import (
     distribution,
     histogram,
 )
+from jobs.store.fast_writes import read_columns, table_exists
 from jobs.tables.days import DAY_MS, day_end_ms, day_start_utc_ms, days_between, reach_bounds
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
@@ -220,7 +221,7 @@ class DayTallies:
             records = log.to_table(columns=list(_TIMES),
                                    filter=(pc.field("arrival_seq") > after)
                                    & (pc.field("arrival_seq") <= log_end))
-            self._fold(tallies(*_times(records), _EMPTY, self.spec, self.time_zone, held))
+            self.fold(tallies(*_times(records), _EMPTY, self.spec, self.time_zone, held))
             self.through_seq = log_end
         after = -1 if self.through_batch is None else self.through_batch
         if batch_end is not None and batch_end > after:
@@ -228,11 +229,11 @@ class DayTallies:
                                         filter=(pc.field("ingest_batch") > after)
                                         & (pc.field("ingest_batch") <= batch_end))
             ingested = lines.column("ingest_time_ms").to_numpy().astype(np.int64, copy=False)
-            self._fold(tallies(_EMPTY, _EMPTY, _EMPTY, ingested, self.spec, self.time_zone,
+            self.fold(tallies(_EMPTY, _EMPTY, _EMPTY, ingested, self.spec, self.time_zone,
                                held))
             self.through_batch = batch_end
 
-    def _fold(self, found: Mapping[dt.date, DayTally]) -> None:
+    def fold(self, found: Mapping[dt.date, DayTally]) -> None:
         for day, tally in found.items():
             if not tally.empty:
                 self.held[day] = self.held[day].plus(tally)
@@ -318,3 +319,22 @@ def day_lateness(records: pa.Table, quarantined_ingest_ms: np.ndarray, spec: Pip
     event, ingest, watermark = (records.column(name).to_numpy() for name in COLUMNS[1:])
     return day_rows(event, ingest, watermark, quarantined_ingest_ms, spec, time_zone,
                     first_day, last_day)
+
+
+def fold(held: dict[dt.date, DayTally], found: dict[dt.date, DayTally]) -> None:
+    """Add each non-empty tally of ``found`` into ``held``'s tally of its day."""
+    for day, tally in found.items():
+        if not tally.empty:
+            held[day] = held[day].plus(tally)
+
+
+def quarantined_ingest_ms(quarantine_path: str, first_day: str, last_day: str) -> np.ndarray:
+    """Ingest times of the quarantined lines that can fall on the days, in any time zone
+    (a day of margin either side)."""
+    if not table_exists(quarantine_path):
+        return _EMPTY
+    start, end = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
+    lines = read_columns(quarantine_path, ["ingest_time_ms"],
+                         (pc.field("ingest_time_ms") >= start - DAY_MS)
+                         & (pc.field("ingest_time_ms") < end + 2 * DAY_MS))
+    return lines.column("ingest_time_ms").to_numpy().astype(np.int64, copy=False)

@@ -2,7 +2,7 @@
 
 Per micro-batch, ``late_data_metrics_batches`` counts the fates of the (record, window)
 assignments of the records the batch consumed and gives the exact distribution of their
-lateness and watermark lag (jobs.tables.window_tables, ``lateness_aggregates``); per day,
+lateness and watermark lag (jobs.lateness.aggregates, ``lateness_aggregates``); per day,
 ``late_data_metrics`` gives the same over the assignments whose window ends that day, and the
 lines quarantined that day. Computed by Spark (explode every record into its windows, exact
 percentiles per group), the two took 12 s and 6.5 s of the two cores every minute at 80,000
@@ -45,7 +45,7 @@ def batch_lateness(records: pa.Table, ranges: Sequence[tuple[int, int, int]],
                    spec: PipelineSpec) -> dict[int, dict[str, Any]]:
     """Per ``(batch_id, first_arrival_seq, last_arrival_seq)``, the fates and lateness of its
     records' window assignments: ``on_time``, ``late_within_lateness``, ``dropped_late`` and
-    the lateness columns (jobs.tables.window_tables, ``LATENESS_COLUMNS``)."""
+    the lateness columns (jobs.lateness.aggregates, ``LATENESS_COLUMNS``)."""
     order, slices = _batch_slices(records, ranges)
     columns = {name: records.column(name).to_numpy()[order] for name in COLUMNS[1:]}
     found = {}

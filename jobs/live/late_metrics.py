@@ -32,16 +32,13 @@ from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 from jobs import tables
 from jobs.config.registry import Pipeline
 from jobs.lateness import metrics as lateness
+from jobs.lateness.aggregates import LATENESS_COLUMNS, day_metrics
+from jobs.lateness.assigned import assigned_metrics
 from jobs.lateness.day_tallies import DayTallies
 from jobs.store import fast_writes, storage
 from jobs.store.delta_io import append_idempotent, read_table_or_none
 from jobs.store.storage import Files
 from jobs.tables.days import day_of
-from jobs.tables.window_tables import (
-    LATENESS_COLUMNS,
-    day_metrics,
-)
-from jobs.windows.driver_tables import assigned_metrics
 from jobs.windows.vectorised import standard_day_metrics
 
 BATCH_METRICS = tables.BATCH_METRICS

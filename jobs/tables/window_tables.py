@@ -1,10 +1,9 @@
-"""The windowed tables' shapes and the late-data metrics, shared by every runtime.
+"""The windowed tables' shapes, shared by every runtime.
 
 Whatever computed them (the vectorised backfill, the operator library per key, the live
 stream), panes, late records and (record, window) fates become rows of the same tables through
-these functions, and the per-day and per-micro-batch metrics are the same aggregates grouped
-differently. That is half of what makes a backfill equal the live stream: there is only one
-definition of each table.
+these functions (the late-data metrics' aggregates are jobs.lateness.aggregates). That is half
+of what makes a backfill equal the live stream: there is only one definition of each table.
 """
 
 from __future__ import annotations
@@ -16,15 +15,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from jobs import tables
-from jobs.tables.days import day_of_column, window_end_date
+from jobs.tables.days import window_end_date
 from operators.pipeline import PipelineSpec
-from operators.time import MIN_WATERMARK
-from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
+from operators.window_operator import DROPPED
 
 
 @dataclass
@@ -90,77 +88,13 @@ def assignment_rows(emitted: DataFrame, time_zone: str) -> DataFrame:
             .select(*tables.WINDOW_ASSIGNMENTS_SCHEMA.fieldNames()))
 
 
-# -- late-data metrics --------------------------------------------------------------------------
-
-LATENESS_COLUMNS = ("lateness_p50_ms", "lateness_p95_ms", "lateness_p99_ms", "lateness_max_ms",
-                    "watermark_lag_p50_ms", "watermark_lag_max_ms")
 
 
-def lateness_aggregates() -> list[Column]:
-    """Counts per fate and the lateness distribution over (record, window) assignments
-    (``_class``, times); the per-day and the per-micro-batch metrics are both these, grouped
-    differently.
-
-    Lateness (watermark at arrival minus event time) is measured over the *late* assignments
-    only (late within lateness and dropped): over all of them the on-time majority, most
-    with no lateness at all, made every percentile 0 and the plots flat."""
-    w = F.col("watermark_ms")
-    known = w != MIN_WATERMARK
-    late = known & (F.col("_class") != ON_TIME_CLASS)
-    lateness = F.when(late, F.greatest(F.lit(0), w - F.col("event_time_ms")))
-    lag = F.when(known, F.col("ingest_time_ms") - w)
-
-    def count(kind: str) -> Column:
-        return F.sum(F.when(F.col("_class") == kind, 1).otherwise(0)).cast("long")
-
-    return [
-        count(ON_TIME_CLASS).alias("on_time"),
-        count(LATE_WITHIN).alias("late_within_lateness"),
-        count(DROPPED).alias("dropped_late"),
-        F.percentile(lateness, [0.5, 0.95, 0.99]).alias("_lateness"),
-        F.max(lateness).cast("long").alias("lateness_max_ms"),
-        F.percentile(lag, 0.5).alias("_lag_p50"),
-        F.max(lag).cast("long").alias("watermark_lag_max_ms"),
-    ]
 
 
-def lateness_columns() -> list[Column]:
-    """The aggregates above, finished: exact percentiles rounded to µs-of-a-ms for display
-    (0 on a day without late records)."""
-    return [
-        *[F.round(F.coalesce(F.col("_lateness")[i], F.lit(0.0)), 3).alias(name)
-          for i, name in enumerate(LATENESS_COLUMNS[:3])],
-        F.coalesce(F.col("lateness_max_ms"), F.lit(0).cast("long")).alias("lateness_max_ms"),
-        F.round("_lag_p50", 3).alias("watermark_lag_p50_ms"),
-        F.col("watermark_lag_max_ms"),
-    ]
 
 
-def quarantined_per_day(quarantine: DataFrame, time_zone: str, first_day: str,
-                        last_day: str) -> DataFrame:
-    """Quarantined lines per day of their ingest time (``window_end_date`` for the join)."""
-    return (quarantine.withColumn("window_end_date",
-                                  day_of_column(F.col("ingest_time_ms"), time_zone))
-            .where(F.col("window_end_date").between(first_day, last_day))
-            .groupBy("window_end_date").agg(F.count(F.lit(1)).alias("quarantined")))
 
-
-def day_metrics(assigned: DataFrame, quarantine: DataFrame | None, time_zone: str,
-                first_day: str, last_day: str) -> DataFrame:
-    """Per day of window end: the fates of the (record, window) rows in ``assigned``
-    (``_class``, ``window_end_date``, times) and the quarantined records of the day."""
-    per_day = assigned.groupBy("window_end_date").agg(*lateness_aggregates())
-    if quarantine is not None:
-        per_day = per_day.join(quarantined_per_day(quarantine, time_zone, first_day, last_day),
-                               "window_end_date", "full_outer")
-    else:
-        per_day = per_day.withColumn("quarantined", F.lit(0).cast("long"))
-    return per_day.select(
-        "window_end_date",
-        *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c)
-          for c in ("on_time", "late_within_lateness", "dropped_late", "quarantined")],
-        *lateness_columns(),
-    )
 
 
 # -- the same shapes as Arrow tables, for the live sink's driver-side writes --------------------

@@ -15,17 +15,13 @@ the written tables equal, row for row, to Spark's.
 Past :data:`DRIVER_RECORDS` records the driver would become the backfill's slowest part (it is
 one core, and Spark scales out), so larger ranges stay with Spark.
 
-Pipelines the operator library runs per key keep each record's fate in the
-``window_assignments`` table, and their metrics are a function of it: :func:`assigned_metrics`
-computes them in the driver from the table's days, for the live sink and a backfill too large
-to take its assignments to the driver (once it wrote them); a smaller backfill counts them from
-the very rows it writes (:func:`metrics_of_assignments`).
+The metrics of pipelines the operator library runs per key come from their
+``window_assignments`` table instead (jobs.lateness.assigned).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs import tables
-from jobs.lateness.day_tallies import DayCalendar, DayTally, fate_tallies, tallies
-from jobs.lateness.metrics import assignments, fate_codes
-from jobs.store.fast_writes import arrow_schema, delta_uri, table_exists
-from jobs.tables.days import DAY_MS, day_start_utc_ms, reach_bounds
+from jobs.lateness.day_tallies import DayCalendar, DayTally, fold, quarantined_ingest_ms, tallies
+from jobs.lateness.metrics import assignments
+from jobs.store.fast_writes import arrow_schema, delta_uri
+from jobs.tables.days import reach_bounds
 from operators.pipeline import PipelineSpec
 
 DRIVER_RECORDS = 20_000_000
@@ -81,10 +77,10 @@ def late_and_metrics(log_path: str, version: int, quarantine_path: str, spec: Pi
         event, ingest, watermark = (
             batch.column(name).to_numpy().astype(np.int64, copy=False)
             for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
-        _fold(held, tallies(event, ingest, watermark, _EMPTY, spec, time_zone, days))
+        fold(held, tallies(event, ingest, watermark, _EMPTY, spec, time_zone, days))
         late_parts.extend(_late_rows(batch, event, watermark, spec, calendar, late_schema,
                                      day_values))
-    _fold(held, tallies(_EMPTY, _EMPTY, _EMPTY, _quarantined(quarantine_path, first_day,
+    fold(held, tallies(_EMPTY, _EMPTY, _EMPTY, quarantined_ingest_ms(quarantine_path, first_day,
                                                              last_day),
                         spec, time_zone, days))
     rows = [held[day].row(day) for day in days if not held[day].empty]
@@ -92,10 +88,6 @@ def late_and_metrics(log_path: str, version: int, quarantine_path: str, spec: Pi
     return DriverTables(late, pa.Table.from_pylist(rows, metrics_schema))
 
 
-def _fold(held: dict[dt.date, DayTally], found: dict[dt.date, DayTally]) -> None:
-    for day, tally in found.items():
-        if not tally.empty:
-            held[day] = held[day].plus(tally)
 
 
 def _late_rows(batch: pa.RecordBatch, event: np.ndarray, watermark: np.ndarray,
@@ -130,67 +122,11 @@ def _late_rows(batch: pa.RecordBatch, event: np.ndarray, watermark: np.ndarray,
     return found
 
 
-def _quarantined(quarantine_path: str, first_day: str, last_day: str) -> np.ndarray:
-    """Ingest times of the quarantined lines that can fall on the days, in any time zone
-    (a day of margin either side)."""
-    if not table_exists(quarantine_path):
-        return _EMPTY
-    from jobs.store.fast_writes import read_columns
-
-    start, end = day_start_utc_ms(first_day), day_start_utc_ms(last_day)
-    lines = read_columns(quarantine_path, ["ingest_time_ms"],
-                         (pc.field("ingest_time_ms") >= start - DAY_MS)
-                         & (pc.field("ingest_time_ms") < end + 2 * DAY_MS))
-    return lines.column("ingest_time_ms").to_numpy().astype(np.int64, copy=False)
 
 
-ASSIGNMENT_COLUMNS = ("fate", "window_end_date", "event_time_ms", "ingest_time_ms",
-                      "watermark_ms")
 
 
-def assigned_metrics(assignments_path: str, version: int | None, quarantine_path: str,
-                     time_zone: str, first_day: str, last_day: str,
-                     metrics_schema: pa.Schema) -> pa.Table:
-    """The metrics rows of ``[first_day, last_day]`` from the ``window_assignments`` table
-    (at ``version``; ``None``: the newest) and the quarantine as it is now: what
-    ``jobs.tables.window_tables.day_metrics`` gives over the same rows."""
-    from deltalake import DeltaTable
-
-    batches: Iterable[pa.RecordBatch] = ()
-    if table_exists(assignments_path):
-        dataset = DeltaTable(delta_uri(assignments_path), version=version).to_pyarrow_dataset()
-        batches = dataset.to_batches(columns=list(ASSIGNMENT_COLUMNS),
-                                     filter=_within(first_day, last_day))
-    return metrics_of_assignments(batches, quarantine_path, time_zone, first_day, last_day,
-                                  metrics_schema)
 
 
-def _within(first_day: str, last_day: str) -> pc.Expression:
-    day = pc.field("window_end_date")
-    return (day >= dt.date.fromisoformat(first_day)) & (day <= dt.date.fromisoformat(last_day))
 
 
-def metrics_of_assignments(batches: Iterable[pa.RecordBatch], quarantine_path: str,
-                           time_zone: str, first_day: str, last_day: str,
-                           metrics_schema: pa.Schema) -> pa.Table:
-    """:func:`assigned_metrics` over assignment rows already at hand (a backfill's, before
-    or while it writes them), ``batches`` holding only rows of ``[first_day, last_day]``."""
-    days = DayCalendar(dt.date.fromisoformat(first_day), dt.date.fromisoformat(last_day),
-                       time_zone).days
-    held = {day: DayTally() for day in days}
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        fate = fate_codes(batch.column("fate"))
-        event, ingest, watermark = (
-            batch.column(name).to_numpy().astype(np.int64, copy=False)
-            for name in ("event_time_ms", "ingest_time_ms", "watermark_ms"))
-        # a partition column: dictionary-encoded as a dataset reads it
-        end_day = pc.cast(batch.column("window_end_date"), pa.date32())
-        _fold(held, fate_tallies(fate, end_day.to_numpy(zero_copy_only=False), event,
-                                 ingest, watermark, _EMPTY, time_zone, days))
-    _fold(held, fate_tallies(_EMPTY, np.empty(0, "datetime64[D]"), _EMPTY, _EMPTY, _EMPTY,
-                             _quarantined(quarantine_path, first_day, last_day), time_zone,
-                             days))
-    rows = [held[day].row(day) for day in days if not held[day].empty]
-    return pa.Table.from_pylist(rows, metrics_schema)

@@ -27,6 +27,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from jobs.lateness.aggregates import day_metrics
 from jobs.runtime import INPUT_COLUMNS, check_runnable, plain_sessions
 from jobs.runtime.key_partitions import (
     map_keys,
@@ -35,13 +36,7 @@ from jobs.runtime.key_partitions import (
 )
 from jobs.runtime.key_runner import KeyRunner, arrow_schema, output_schema
 from jobs.tables.days import window_end_date
-from jobs.tables.window_tables import (
-    WindowOutputs,
-    assignment_rows,
-    day_metrics,
-    late_rows,
-    pane_results,
-)
+from jobs.tables.window_tables import WindowOutputs, assignment_rows, late_rows, pane_results
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
 

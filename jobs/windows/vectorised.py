@@ -24,8 +24,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import tables
+from jobs.lateness.aggregates import day_metrics
 from jobs.tables.days import could_reach, day_of, window_end_date
-from jobs.tables.window_tables import WindowOutputs, day_metrics
+from jobs.tables.window_tables import WindowOutputs
 from operators.build import build_assigner
 from operators.numbers import SPARK_TYPE
 from operators.pipeline import AggregateSpec, PipelineSpec, WindowSpec

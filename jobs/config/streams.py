@@ -1,12 +1,14 @@
-"""Streams: where records come from, ingested once into their own arrival log and quarantine.
+"""A stream's description: where its records come from and its watermark strategy, and where
+its tables live. (What ingests it is jobs.streams.)
 
 A stream is described once, in ``<PLATFORM_STREAMS>/<name>.yaml``; every pipeline that reads it
 names it (``source: events``). Its watermark strategy belongs to it, as in Flink, where the
 strategy is assigned at the source: ingest computes each record's watermark once and records
 it in the arrival log, so however many pipelines read the stream, their tables are functions of
-one log. Today a stream is a landing folder of JSON-lines files (``kind: landing``)::
+one log. A stream is a landing folder of JSON-lines files (``kind: landing``) or Kafka topics
+(``kind: kafka``, :class:`KafkaSettings`)::
 
-    kind: landing                 # the only kind so far
+    kind: landing                 # or kafka (with a kafka: section instead of landing:)
     landing: s3a://bucket/events  # optional; default <PLATFORM_LANDING>/<name>
     description: Clicks from the web collectors   # optional, in words
     watermark:                    # how ingest computes the watermark (docs/operators.md)

@@ -25,6 +25,7 @@ __all__ = [
     "PartitionStrategy",
     "Punctuated",
     "assign_watermarks",
+    "initial_snapshot",
     "watermark_column",
 ]
 
@@ -106,6 +107,13 @@ def _new_strategy(spec: WatermarkSpec, saved: int | None = None) -> PartitionStr
     if spec.strategy == "punctuated":
         return Punctuated(spec.punctuation_field or "", MIN_WATERMARK if saved is None else saved)
     raise ValueError(f"unknown watermark strategy {spec.strategy!r}")
+
+
+def initial_snapshot(spec: WatermarkSpec) -> int:
+    """The saved state of a partition that has seen no record: how a source partition known
+    before it delivers anything enters the watermarks (at its minimum, holding the combined
+    watermark back until it goes idle, as in Flink)."""
+    return _new_strategy(spec).snapshot()
 
 
 @dataclass(slots=True)

@@ -60,6 +60,7 @@ LONGEST_FIRST = (
     "tests/test_demo.py",
     "tests/dagster/test_dg.py",
     "tests/test_keyed_windows.py",
+    "tests/test_landing_batch_cut.py",
 )
 """Two workers: ``./platform test`` runs the suite in two pytest-xdist processes, each with its
 own shared session, and hands each one whole files (``--dist loadfile``, so a module's

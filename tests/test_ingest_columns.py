@@ -23,12 +23,12 @@ from jobs.streams.landing.batch import (
     RAW_LINE_LIMIT,
     IngestRules,
     Line,
-    _clock_from_text,
     _clock_of,
     _filled,
     _invalid_utf8,
     arrive,
     batch_rows,
+    clock_from_text,
 )
 from jobs.streams.landing.log import CHANGED, NEW, FilePart, Plan
 from jobs.streams.landing.parsing import ParsedEvent, Rejection, parse_line
@@ -91,7 +91,7 @@ def _reference_lines(folder: Path, plan: Plan, part: FilePart, rules: IngestRule
             continue
         parsed = parse_line(text, rules.max_line_bytes)
         clock = _clock_of(parsed.fields.get("received_at")) \
-            if isinstance(parsed, ParsedEvent) else _clock_from_text(text, "received_at")
+            if isinstance(parsed, ParsedEvent) else clock_from_text(text, "received_at")
         if clock is not None and clock > plan.planned_at_ms + rules.max_future_ms:
             if isinstance(parsed, ParsedEvent):
                 parsed = Rejection(BAD_INGEST_STAMP,

@@ -89,7 +89,9 @@ class KafkaSettings(BaseModel):
     max_records_per_batch: PositiveInt = 500_000
     """At most this many records per ingest batch, shared among the partitions that have some
     (as Spark's ``maxOffsetsPerTrigger``): a stream far behind its topic catches up in batches
-    of bounded size instead of reading the whole backlog into one."""
+    of bounded size instead of reading the whole backlog into one. A batch ends where the
+    partitions it left records of could go on in the arrival order (jobs.streams.batch_cut),
+    so the arrival log is the same however the backlog is batched."""
 
     @field_validator("topics", mode="before")
     @classmethod
@@ -158,9 +160,11 @@ class StreamSpec(BaseModel):
     """Where a Kafka stream's records come from (``kind: kafka``)."""
     max_bytes_per_batch: Annotated[ByteSize, Field(gt=0)] = ByteSize(MAX_BYTES_PER_BATCH)
     """A landing stream's ingest batch takes at most this many new landing bytes (at least one
-    file), the files that landed first first (as Spark's ``maxBytesPerTrigger``): a stream far
-    behind its folder catches up in batches of bounded size, and the live stage gets each
-    batch while ingest reads the next, instead of one batch of the whole backlog."""
+    file, and the file of the earliest stamped line it would leave), the files that landed first
+    first (as Spark's ``maxBytesPerTrigger``): a stream far behind its folder catches up in
+    batches of bounded size, and the live stage gets each batch while ingest reads the next,
+    instead of one batch of the whole backlog. A batch ends where the partitions it left bytes
+    of could go on in the arrival order (jobs.streams.landing.cut)."""
     max_bytes_per_micro_batch: Annotated[ByteSize, Field(gt=0)] = \
         ByteSize(MAX_BYTES_PER_MICRO_BATCH)
     """A live micro-batch of the stream's pipelines reads at most this many bytes of the

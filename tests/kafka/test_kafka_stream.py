@@ -52,7 +52,7 @@ def _home(tmp_path: Path, broker, topic: str, partitions: int, pipeline: str = P
     """A platform home whose one stream reads ``topic`` (created with ``partitions``)."""
     create_topics(broker.bootstrap_servers, {topic: partitions})
     streams = tmp_path / "streams"
-    streams.mkdir(exist_ok=True)
+    streams.mkdir(parents=True, exist_ok=True)
     settings = {"bootstrap_servers": broker.bootstrap_servers, "topics": [topic], **kafka}
     (streams / "clicks.yaml").write_text(json.dumps({
         "kind": "kafka", "kafka": settings,
@@ -272,6 +272,64 @@ def test_offsets_retention_deleted_stop_the_ingest_or_are_recorded_when_accepted
     (gap,) = quarantine[quarantine.reason == "offsets_lost"].itertuples()
     assert "offsets 10..19 (10 records) were deleted by retention" in gap.detail
     assert sorted(_table(stream, "arrival_log").kafka_offset) == [*range(10), *range(20, 30)]
+
+
+def _arrivals(stream) -> list[tuple]:
+    """Every record's place: partition, offset, arrival position, ingest time, watermark."""
+    frame = _table(stream, "arrival_log")
+    return sorted(zip(frame.kafka_partition.astype(int), frame.kafka_offset.astype(int),
+                      frame.arrival_seq.astype(int), frame.ingest_time_ms.astype(int),
+                      frame.watermark_ms.astype(int), strict=True))
+
+
+def test_a_backlog_gives_one_arrival_log_however_ingest_batches_it(spark, broker, tmp_path):
+    """The issue's backlog, small: partition 1's event times lag 8 minutes behind its
+    timestamps and it sends four times as often, partition 2 goes quiet for three minutes,
+    partition 3 is added after the first wave. Ingested in batches of a few dozen records (40,
+    60 or 90, drawn by FAULT_SEED), with SIGKILLs, it gives every record the arrival position,
+    ingest time and watermark one uncapped batch gives; cut by count alone, partition 1 was
+    counted idle inside a batch while its next records were in the topic, and records were
+    made late."""
+    topic = "batched"
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    cap = rng.choice([40, 60, 90])
+    once_env = _home(tmp_path / "once", broker, topic, 3)
+    capped_env = _home(tmp_path / "capped", broker, topic, 3, max_records_per_batch=cap)
+    records = []
+    for i in range(400):  # partition 1: a record every 2.5 s, 8 minutes behind in event time
+        stamp = START + i * 2_500
+        records.append((1, _line(f"p1-{i % 5}", stamp - 480_000), stamp, None))
+    for i in range(100):  # partitions 0 and 2: every 10 s; 2 quiet from 200 s to 380 s
+        stamp = START + i * 10_000
+        records.append((0, _line(f"p0-{i % 5}", stamp - rng.randrange(3_000)), stamp, None))
+        if not 200_000 <= i * 10_000 < 380_000:
+            records.append((2, _line(f"p2-{i % 5}", stamp - 1_000), stamp, None))
+    _produce(broker, topic, sorted(records, key=lambda r: r[2]))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < 4:
+        assert time.monotonic() < deadline, "the broker never showed the new partition"
+        time.sleep(0.1)
+    _produce(broker, topic, [(3, _line(f"p3-{i % 5}", START + 700_000 + i * 5_000),
+                              START + 700_000 + i * 5_000, None) for i in range(60)])
+
+    ingest(spark, _stream(once_env), **QUIET)
+    log = tmp_path / "ingest.log"
+    for _ in range(3):  # killed mid-catch-up, then run again
+        process = _cli(["ingest"], capped_env, background=True, stdout=log.open("a"))
+        time.sleep(rng.uniform(4.0, 12.0))
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    finished = _cli(["ingest"], capped_env, timeout=300)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+
+    once, capped = _arrivals(_stream(once_env)), _arrivals(_stream(capped_env))
+    assert len(once) == len(records) + 60  # every record produced
+    assert capped == once
+    batches = KafkaIngestLog(Files(spark), _stream(capped_env).folder)
+    assert len(batches.batch_ids(batches.commits_folder)) >= len(once) // cap
 
 
 def _cli(args: list[str], env: dict[str, str], **options) -> subprocess.Popen | \

@@ -41,6 +41,7 @@ from jobs.config.streams import Stream
 from jobs.console.progress import heartbeat
 from jobs.store import fast_writes
 from jobs.store.storage import Files
+from jobs.streams.batch_cut import kept_lines, unread_after
 from jobs.streams.checks import check_stream_mark
 from jobs.streams.kafka.admin import PartitionOffsets, partition_offsets
 from jobs.streams.kafka.values import python_verdicts, with_jvm_events
@@ -59,9 +60,13 @@ from jobs.streams.landing.parsing import (
 )
 from jobs.streams.log_rows import ARRIVAL_SCHEMA, QUARANTINE_SCHEMA, arrival_table, quarantine_table
 from jobs.streams.report import IngestReport, until_caught_up
+from operators.pipeline import WatermarkSpec
 from operators.time import MIN_WATERMARK
+from operators.watermarks import initial_snapshot
 
 OFFSETS_LOST = "offsets_lost"
+PARTITION_CLOCKS = "partition_clocks"
+"""The start state's entry of each partition's ingest clock after the batch before."""
 _NO_CLOCK = np.iinfo(np.int64).min
 KAFKA_ARRIVAL_SCHEMA = pa.schema([*ARRIVAL_SCHEMA, pa.field("kafka_partition", pa.int32()),
                                   pa.field("kafka_offset", pa.int64()),
@@ -88,6 +93,9 @@ class KafkaPlan:
     partitions: list[str] = field(default_factory=list)
     """Every partition of the topics when planned: one that has delivered nothing yet still
     holds the watermark back (at its minimum) until it goes idle, as in Flink."""
+    capped: list[str] = field(default_factory=list)
+    """The partitions whose range stopped short of what the topic held: the batch ends where
+    their unread records could begin (:func:`cut_short`)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -164,12 +172,15 @@ class KafkaIngestor:
                 self.commits[batch_id] = self.log.commit(batch_id)
 
     def _positions(self) -> dict[str, int]:
-        """Per partition, the offset the next batch starts at (the last planned batch's end:
-        a pending one is run again before any other is planned)."""
+        """Per partition, the offset the next batch starts at: where the last batch stopped
+        reading it (its plan's end, or where its commit says the batch's cut left some of
+        the range for the next one; a pending plan is run again before any other)."""
         positions: dict[str, int] = {}
         for batch_id in sorted(self.plans):
+            commit = self.commits.get(batch_id)
+            consumed = commit.consumed if commit is not None else {}
             for name, (_, until) in self.plans[batch_id].ranges.items():
-                positions[name] = until
+                positions[name] = consumed.get(name, until)
             for name, (_, until) in self.plans[batch_id].gaps.items():
                 positions[name] = max(positions.get(name, until), until)
         return positions
@@ -204,8 +215,9 @@ class KafkaIngestor:
                 f"them: {'; '.join(lost)}. Nothing was ingested; to go on past the gap and "
                 "record it, set kafka.accept_data_loss: true in "
                 f"{self.stream.path}")
-        self.capped = any(part.name in ranges and ranges[part.name][1] < part.high
-                           for part in known)
+        capped = sorted(part.name for part in known
+                        if part.name in ranges and ranges[part.name][1] < part.high)
+        self.capped = bool(capped)
         if not ranges and not gaps:
             return None, False
         batch_id = max(self.plans) + 1 if self.plans else 0
@@ -215,7 +227,7 @@ class KafkaIngestor:
             first_seq = self.plans[last].first_seq + self.commits[last].records
             state = self.commits[last].end_state
         plan = KafkaPlan(batch_id, ranges, first_seq, self.clock_ms(), state, gaps,
-                         sorted(part.name for part in known))
+                         sorted(part.name for part in known), capped)
         try:
             self.log.create_plan(plan)  # type: ignore[arg-type]
         except FileExistsError:
@@ -286,12 +298,15 @@ class KafkaIngestor:
         with heartbeat(self.progress, f"ingest {self.stream.name}: batch {plan.batch_id}, "
                                       f"{plan.records} records"):
             read_started = time.monotonic()
-            reads = self._reads(plan)
+            reads, consumed = cut_short(plan, self._reads(plan))
             parsed = time.monotonic()
-            rows = arrival_rows(reads, self._start_state(plan, reads), self.rules)
+            gaps = [self._gap(plan, name, span) for name, span in sorted(plan.gaps.items())]
+            rows = arrival_rows(gaps + reads, start_state(plan, reads, self.rules.watermark),
+                                self.rules)
+            rows.end_state[PARTITION_CLOCKS] = partition_clocks(plan, reads)
             self._append(plan, rows)
         commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
-                        rows.reasons, rows.watermark_ms)
+                        rows.reasons, rows.watermark_ms, consumed)
         self.log.write_commit(commit)
         self.commits[plan.batch_id] = commit
         report = IngestReport(plan.batch_id, len(plan.ranges), commit.records,
@@ -303,26 +318,9 @@ class KafkaIngestor:
         self.progress(report.summary().replace(" files,", " partitions,"))
         return report
 
-    def _start_state(self, plan: KafkaPlan, reads: list[PartRead]) -> dict:
-        """The plan's start state, every known partition in its watermarks: one that has not
-        delivered a record yet enters at its minimum, active from the batch's first ingest
-        clock (so it goes idle after ``idle_timeout`` of ingest clock without records)."""
-        from operators.watermarks import _new_strategy
-
-        state = json.loads(json.dumps(plan.start_state))  # a copy
-        watermarks = state.setdefault("watermarks", {"combined": MIN_WATERMARK,
-                                                     "last_tick": None, "partitions": {}})
-        clocks = [c for read in reads for c in read.clocks]
-        first = max(min(clocks) if clocks else plan.planned_at_ms,
-                    state.get("last_ingest_ms", MIN_WATERMARK))
-        initial = _new_strategy(self.rules.watermark).snapshot()
-        for name in plan.partitions:
-            watermarks["partitions"].setdefault(name, [initial, first])
-        return state
-
     def _reads(self, plan: KafkaPlan) -> list[PartRead]:
         """The planned records as parts (one per partition, in offset order), parsed."""
-        reads = [self._gap(plan, name, span) for name, span in sorted(plan.gaps.items())]
+        reads: list[PartRead] = []
         if not plan.ranges:
             return reads
         by_topic: dict[str, dict[str, list[int]]] = {}
@@ -425,14 +423,20 @@ class KafkaIngestor:
                                        f"was planned ({plan.planned_at_ms})",
                                        int(parsed.events[i])))
         used = trusted & (stamps <= limit)
-        # non-decreasing in offset order; a record without a usable stamp takes the previous
-        # record's clock, else the next one's, else the batch's planning time
+        # non-decreasing in offset order, from where the partition's clock stood after the
+        # batch before (so a batch cut short gives each record the clock one batch would); a
+        # record without a usable stamp takes the previous record's clock, else the next
+        # one's, else the batch's planning time
         running = np.maximum.accumulate(np.where(used, stamps, _NO_CLOCK))
+        floor = plan.start_state.get(PARTITION_CLOCKS, {}).get(f"{topic}-{number}")
+        if floor is not None:
+            running = np.maximum(running, int(floor))
         first = int(stamps[used][0]) if used.any() else plan.planned_at_ms
         clocks = np.where(running == _NO_CLOCK, first, running)
+        # a partition's clocks never fall: what follows the part starts no earlier
         return PartRead(f"{topic}/{number}", f"{topic}-{number}",
                         part.column("offset").to_numpy().astype(np.int64), texts,
-                        clocks.astype(np.int64), parsed, stamps.tolist())
+                        clocks.astype(np.int64), parsed, stamps.tolist(), stamped=True)
 
     def _gap(self, plan: KafkaPlan, name: str, span: list[int]) -> PartRead:
         topic, number = _split(name)
@@ -471,6 +475,40 @@ class KafkaIngestor:
             if data.num_rows or not fast_writes.table_exists(location):
                 fast_writes.append(location, data, app_id=app_id, version=plan.batch_id,
                                    encodings=tables.ENCODINGS.get(name))
+
+
+def start_state(plan: KafkaPlan, reads: list[PartRead], watermark: WatermarkSpec) -> dict:
+    """The plan's start state, every known partition in its watermarks: one that has not
+    delivered a record yet enters at its minimum, active from the batch's first ingest clock
+    (so it goes idle after ``idle_timeout`` of ingest clock without records)."""
+    state = json.loads(json.dumps(plan.start_state))  # a copy
+    watermarks = state.setdefault("watermarks", {"combined": MIN_WATERMARK,
+                                                 "last_tick": None, "partitions": {}})
+    clocks = [int(read.clocks[0]) for read in reads if len(read)]
+    first = max(min(clocks) if clocks else plan.planned_at_ms,
+                state.get("last_ingest_ms", MIN_WATERMARK))
+    initial = initial_snapshot(watermark)
+    for name in plan.partitions:
+        watermarks["partitions"].setdefault(name, [initial, first])
+    return state
+
+
+def partition_clocks(plan: KafkaPlan, reads: list[PartRead]) -> dict[str, int]:
+    """Each partition's ingest clock after the batch (its last record's), for the next."""
+    clocks = dict(plan.start_state.get(PARTITION_CLOCKS, {}))
+    clocks.update({read.partition: int(read.clocks[-1]) for read in reads if len(read)})
+    return clocks
+
+
+def cut_short(plan: KafkaPlan, reads: list[PartRead]) -> tuple[list[PartRead], dict[str, int]]:
+    """The reads a batch keeps (jobs.streams.batch_cut: every batch a prefix of the backlog's
+    arrival order), and each partition's offset the next batch starts at where the batch
+    left some of its planned records."""
+    unread = [unread_after(read) for read in reads if read.partition in plan.capped]
+    kept = kept_lines(reads, unread)
+    consumed = {read.partition: int(read.numbers[count])
+                for read, count in zip(reads, kept, strict=True) if count < len(read)}
+    return [read.head(count) for read, count in zip(reads, kept, strict=True)], consumed
 
 
 def _broker_gone(error: BaseException) -> bool:

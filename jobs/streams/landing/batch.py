@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -126,7 +126,7 @@ def _clock_of(record_clock: object) -> int | None:
     return value if _CLOCK_RANGE[0] <= value <= _CLOCK_RANGE[1] else None
 
 
-def _clock_from_text(text: str, clock_field: str) -> int | None:
+def clock_from_text(text: str, clock_field: str) -> int | None:
     """A rejected line may still carry the collector's stamp (say, a bad value)."""
     try:
         record = json.loads(text)
@@ -205,19 +205,34 @@ class PartRead:
     parsed: ParsedLines
     stamps: list[int | None] | None = None
     """A Kafka partition's record timestamps (landing files have none)."""
+    stamped: bool = False
+    """Every line's clock is its own stamp (none took a neighbour's or the plan's time): only
+    then does the part say where its partition's unread lines can begin
+    (jobs.streams.batch_cut)."""
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    def head(self, count: int) -> PartRead:
+        """Its first ``count`` lines (a batch cut short: jobs.streams.batch_cut)."""
+        if count >= len(self):
+            return self
+        texts = self.texts.head(count) if isinstance(self.texts, Lines) \
+            else list(self.texts[:count])
+        return replace(self, numbers=self.numbers[:count], texts=texts,
+                       clocks=self.clocks[:count], parsed=self.parsed.head(count),
+                       stamps=None if self.stamps is None else self.stamps[:count])
 
     @classmethod
     def from_verdicts(cls, name: str, partition: str, numbers: Sequence[int],
                       texts: list[str], clocks: Sequence[int],
                       verdicts: Sequence[ParsedEvent | Rejection],
-                      stamps: list[int | None] | None = None) -> PartRead:
+                      stamps: list[int | None] | None = None,
+                      stamped: bool = False) -> PartRead:
         """A part whose lines were judged one by one."""
         return cls(name, partition, np.asarray(numbers, dtype=np.int64), texts,
                    np.asarray(clocks, dtype=np.int64), ParsedLines.from_verdicts(verdicts),
-                   stamps)
+                   stamps, stamped)
 
 
 def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
@@ -241,8 +256,8 @@ def read_part(landing: LandingFolder | Path, plan: Plan, part: FilePart,
         parsed = _judge(texts, part, rules)
     else:
         numbers, texts, parsed = _read_mixed(lines, part, rules)
-    clocks = _clocks(texts, parsed, part, plan, rules)
-    return PartRead(part.name, part.partition, numbers, texts, clocks, parsed)
+    clocks, stamped = _clocks(texts, parsed, part, plan, rules)
+    return PartRead(part.name, part.partition, numbers, texts, clocks, parsed, None, stamped)
 
 
 def _judge(texts: Sequence[str], part: FilePart, rules: IngestRules) -> ParsedLines:
@@ -274,10 +289,11 @@ def _read_mixed(lines: list[str | bytes], part: FilePart, rules: IngestRules,
 
 
 def _clocks(texts: Sequence[str], parsed: ParsedLines, part: FilePart, plan: Plan,
-            rules: IngestRules) -> np.ndarray:
+            rules: IngestRules) -> tuple[np.ndarray, bool]:
     """Each line's ingest clock: the collector's stamp where the line has a usable one, else
-    the line before's, else the next one's, else the plan's time. A record stamped beyond
-    ``max_future_ms`` after the plan's time is quarantined (``parsed`` is changed)."""
+    the line before's, else the next one's, else the plan's time; and whether every line had
+    its own. A record stamped beyond ``max_future_ms`` after the plan's time is quarantined
+    (``parsed`` is changed)."""
     clock_field = rules.clock_field
     invalid = {i for i, verdict in parsed.slow.items()
                if type(verdict) is Rejection and verdict.reason == INVALID_UTF8}
@@ -290,7 +306,7 @@ def _clocks(texts: Sequence[str], parsed: ParsedLines, part: FilePart, plan: Pla
     else:
         clocks = _stamps(parsed.extras[clock_field])
         for i in np.flatnonzero(~parsed.is_event).tolist():
-            clock = None if i in invalid else _clock_from_text(texts[i], clock_field)
+            clock = None if i in invalid else clock_from_text(texts[i], clock_field)
             clocks[i] = _NO_STAMP if clock is None else clock
     stamp_limit = plan.planned_at_ms + rules.max_future_ms
     for i in np.flatnonzero(clocks > stamp_limit).tolist():
@@ -303,7 +319,7 @@ def _clocks(texts: Sequence[str], parsed: ParsedLines, part: FilePart, plan: Pla
                                        f"planned ({plan.planned_at_ms})",
                                        int(parsed.events[i])))
         clocks[i] = _NO_STAMP
-    return _filled_clocks(clocks, plan.planned_at_ms)
+    return _filled_clocks(clocks, plan.planned_at_ms), bool(np.all(clocks != _NO_STAMP))
 
 
 _NO_STAMP = -1

@@ -537,6 +537,17 @@ class ParsedLines:
         assert type(judged) is Rejection, judged
         return judged
 
+    def head(self, count: int) -> ParsedLines:
+        """The outcomes of the first ``count`` lines (a batch cut short:
+        jobs.streams.batch_cut)."""
+        keys = self.keys.slice(0, count) if isinstance(self.keys, pa.Array) \
+            else self.keys[:count]
+        values = self.values.slice(0, count) if isinstance(self.values, pa.Array) \
+            else self.values[:count]
+        return ParsedLines(self.is_event[:count].copy(), keys, self.events[:count], values,
+                           {name: column[:count] for name, column in self.extras.items()},
+                           {i: v for i, v in self.slow.items() if i < count})
+
     def reject(self, index: int, rejection: Rejection) -> None:
         """Turn a good record into a rejection (a stamp from the future, say)."""
         self.is_event[index] = False

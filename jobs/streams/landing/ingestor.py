@@ -9,7 +9,10 @@ exclusive, so two ingests never plan the same batch); its appends carry Delta tr
 (``txnVersion`` = batch id); only then is it *committed* in the log. A crash anywhere re-runs
 exactly the planned batch, and an append that had already landed is skipped by Delta, so
 nothing is lost or doubled. Under a backlog the next batch is parsed while one is appended
-(``read_ahead.py``), and planned only once that one has committed.
+(``read_ahead.py``), and planned only once that one has committed. A batch that leaves
+bytes of a partition for later ends where that partition's unread lines could begin in the
+arrival order (jobs.streams.landing.cut), so the arrival log is the same however a backlog
+is batched.
 
 Landing files are immutable, and ingest enforces it rather than trusting it: a known file that
 grew with its earlier content unchanged has its new lines ingested (the numbering goes on); a
@@ -41,6 +44,7 @@ from jobs.streams.landing.batch import (
     PartRead,
     arrival_rows,
 )
+from jobs.streams.landing.cut import apply_consumed, cut_batch, first_stamp
 from jobs.streams.landing.folder import (
     EMPTY_SHA256,
     FileFacts,
@@ -55,6 +59,7 @@ from jobs.streams.landing.log import (
     CHANGED,
     DUPLICATE,
     NEW,
+    REST,
     Commit,
     FilePart,
     IngestLog,
@@ -105,7 +110,10 @@ class Ingestor:
                                  settings.max_past_ms, settings.max_line_bytes,
                                  stream.watermark, settings.native_scan)
         self.known: dict[str, FilePart] = {}
-        """name -> the file as last planned (its size, modification time and hash)."""
+        """name -> the file as last planned (its size, modification time and hash), or as far
+        as a batch's cut took it."""
+        self.cut: set[str] = set()
+        """The files whose known part is a prefix a batch's cut left the rest of."""
         self.by_hash: dict[str, str] = {}
         self.verified: dict[str, tuple[int, int]] = {}
         """name -> (size, mtime) seen unchanged since its last part (not re-hashed)."""
@@ -113,6 +121,10 @@ class Ingestor:
         self.commits: dict[int, Commit] = {}
         self.capped = False
         """Whether the last planned batch left landing bytes for the next one."""
+        self.capped_partitions: dict[str, list | None] = {}
+        """The source partitions whose landed bytes the last chosen batch did not all take,
+        each with its first line left (``[stamp, file, line]``, ``None`` when that line has
+        no usable stamp)."""
         self.read_ahead = ReadAhead()
         """The next batch, parsed while this one is appended (read_ahead.py)."""
         self.landed_before_ns: int | None = None
@@ -135,17 +147,25 @@ class Ingestor:
                 "<warehouse>/streams/<name>/ and pipelines in <warehouse>/pipelines/<name>/")
 
     def _refresh(self) -> None:
-        for batch_id in self.log.batch_ids(self.log.plans_folder):
-            if batch_id not in self.plans:
+        """The plans and commits other runs wrote, taken in batch order (a batch's commit
+        before the next plan: a file cut short is known up to what that batch kept, and the
+        next batch's part of it then supersedes that)."""
+        plans = set(self.log.batch_ids(self.log.plans_folder))
+        commits = set(self.log.batch_ids(self.log.commits_folder))
+        for batch_id in sorted(plans | commits):
+            if batch_id in plans and batch_id not in self.plans:
                 self._remember(self.log.plan(batch_id))
-        for batch_id in self.log.batch_ids(self.log.commits_folder):
-            if batch_id not in self.commits:
-                self.commits[batch_id] = self.log.commit(batch_id)
+            if batch_id in commits and batch_id not in self.commits:
+                self.commits[batch_id] = commit = self.log.commit(batch_id)
+                if batch_id in self.plans:  # a cut file: known up to what the batch kept
+                    apply_consumed(self.known, self.cut, self.plans[batch_id],
+                                   commit.consumed)
 
     def _remember(self, plan: Plan) -> None:
         self.plans[plan.batch_id] = plan
         for part in plan.files:
             self.known[part.name] = part
+            self.cut.discard(part.name)
             self.verified.pop(part.name, None)
             if part.kind == NEW and part.sha256 != EMPTY_SHA256:
                 self.by_hash.setdefault(part.sha256, part.name)
@@ -206,17 +226,47 @@ class Ingestor:
             looks = [f for f in looks if f.mtime_ns <= self.landed_before_ns]
         sizes = {f.name: self._new_bytes(f) for f in looks}
         if self._on_spark(sum(sizes.values())):  # the executors hold the batch, not the driver
+            self.capped_partitions = {}
             return looks, False
         limit = self.stream.spec.max_bytes_per_batch
         taken: set[str] = set()
         total = 0
-        for landed_file in sorted(looks, key=lambda f: (self._waiting_since(f), f.name)):
+        in_order = sorted(looks, key=lambda f: (self._waiting_since(f), f.name))
+        for landed_file in in_order:
             new = sizes[landed_file.name]
             if total and total + new > limit:  # files bringing no new bytes do not count
                 break
             taken.add(landed_file.name)
             total += new
+        left = self._unread_lines([f for f in looks if f.name not in taken and sizes[f.name]])
+        stamped = [at for at in left.values() if at is not None]
+        if stamped:
+            # the batch also reads the first line left in the arrival order (its file, beyond
+            # the cap): its cut then keeps at least that line
+            taken.add(min(stamped)[1])
+            left = self._unread_lines([f for f in looks
+                                       if f.name not in taken and sizes[f.name]])
+        self.capped_partitions = left
         return [f for f in looks if f.name in taken], len(taken) < len(looks)
+
+    def _unread_lines(self, left: list[LandedFile]) -> dict[str, list | None]:
+        """Each partition with files the batch leaves, and the first line of them in the
+        partition's order (its first such file by name, from its first new byte): where the
+        batch is cut (jobs.streams.landing.cut)."""
+        first: dict[str, LandedFile] = {}
+        for landed in sorted(left, key=lambda f: f.name):
+            first.setdefault(landed.name.split("/", 1)[0], landed)
+        clock_field = self.rules.clock_field
+        unread: dict[str, list | None] = {}
+        for partition, landed in sorted(first.items()):
+            part = self.known.get(landed.name)
+            grew = part is not None and landed.size >= part.size
+            offset, line = (part.size, part.lines + 1) if grew else (0, 1)
+            stamp = None if clock_field is None else first_stamp(
+                self.landing, landed.name, offset, clock_field, self.rules.max_line_bytes,
+                self.clock_ms() + self.rules.max_future_ms)
+            unread[partition] = None if stamp is None else [stamp, landed.name, line]
+        return unread
 
     def _waiting_since(self, landed: LandedFile) -> int:
         """When a file's new bytes may have begun to land: a new file's modification time; a
@@ -248,7 +298,8 @@ class Ingestor:
             self.verified[landed.name] = (landed.size, landed.mtime_ns)
             return None
         if unchanged_prefix and part.complete and part.kind != DUPLICATE:
-            return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256, APPENDED,
+            kind = REST if landed.name in self.cut else APPENDED
+            return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256, kind,
                             offset=part.size, first_line=part.lines + 1, **shape)
         return FilePart(landed.name, landed.size, landed.mtime_ns, facts.sha256, CHANGED,
                         same_as=f"{landed.name} was {part.size} bytes (sha256 {part.sha256[:12]}) "
@@ -287,7 +338,8 @@ class Ingestor:
         if not parts:
             return None, deferred, False
         batch_id, first_seq, state = self._next_position()
-        plan = Plan(batch_id, tuple(parts), first_seq, self.clock_ms(), state)
+        plan = Plan(batch_id, tuple(parts), first_seq, self.clock_ms(), state,
+                    *self._caps())
         self._record(plan)
         return plan, deferred, False
 
@@ -321,6 +373,11 @@ class Ingestor:
             return self._choose()  # the next ones
         return parts, deferred
 
+    def _caps(self) -> tuple[tuple[str, ...], dict[str, list]]:
+        """The chosen batch's capped partitions and their first lines left (Plan's)."""
+        return (tuple(self.capped_partitions),
+                {name: at for name, at in self.capped_partitions.items() if at is not None})
+
     def _record(self, plan: Plan) -> None:
         """``plan`` written to the ingest log (exclusively) and remembered."""
         try:
@@ -345,7 +402,7 @@ class Ingestor:
             self.capped = True
             return
         ahead = Plan(plan.batch_id + 1, tuple(parts), plan.first_seq + rows.records,
-                     self.clock_ms(), rows.end_state)
+                     self.clock_ms(), rows.end_state, *self._caps())
         self.read_ahead.start(ahead, deferred, self.capped,
                               lambda chosen: self._read(chosen, size))
         self.capped = True  # the next batch is ready
@@ -404,14 +461,17 @@ class Ingestor:
                 else:
                     reads = parsed.result() if parsed is not None else self._read(plan, size)
                     order_started = time.monotonic()
+                    reads, consumed = cut_batch(self.landing, plan, reads)
                     with cycle_collector_paused():
                         rows = arrival_rows(reads, plan.start_state, self.rules)
                     del reads
                     append_started = time.monotonic()
+                    # what the next batch takes of the files cut short
+                    apply_consumed(self.known, self.cut, plan, consumed)
                     self._parse_ahead(plan, rows)
                     self._append(plan, rows)
                     commit = Commit(plan.batch_id, rows.records, rows.quarantined, rows.end_state,
-                                    rows.reasons, rows.watermark_ms)
+                                    rows.reasons, rows.watermark_ms, consumed)
                     phases = {"parse": order_started - parse_started,
                               "order": append_started - order_started,
                               "append": time.monotonic() - append_started}

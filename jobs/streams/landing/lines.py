@@ -81,6 +81,10 @@ class Lines(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.column.to_pylist())
 
+    def head(self, count: int) -> Lines:
+        """The first ``count`` lines, still as their bytes."""
+        return Lines(self.data[:int(self.starts[count])], self.starts[:count + 1].copy())
+
     @property
     def longest(self) -> int:
         """The longest line's length in characters (bytes: the lines are ASCII)."""

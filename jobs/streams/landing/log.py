@@ -28,6 +28,9 @@ APPENDED = "appended"
 """A known file that grew, its earlier content unchanged: the new bytes are ingested."""
 DUPLICATE = "duplicate"
 """The same content as a file ingested before: a collector delivered it twice."""
+REST = "rest"
+"""The rest of a file a batch before took only the first lines of (a capped batch's cut,
+jobs.streams.landing.cut): read as a file that grew, but not one."""
 CHANGED = "changed"
 """A known file whose earlier content changed: landing files are immutable, so its lines are
 quarantined (``file_changed_after_ingest``) rather than ingested twice or silently skipped."""
@@ -67,6 +70,13 @@ class Plan:
     planned_at_ms: int
     start_state: dict[str, Any] = field(default_factory=dict)
     """The watermark state and the last ingest time before this batch."""
+    capped: tuple[str, ...] = ()
+    """The source partitions with landed bytes the batch left for the next one: it ends where
+    their unread lines could begin (jobs.streams.landing.cut)."""
+    unread: dict[str, list[Any]] = field(default_factory=dict)
+    """A capped partition's first line the batch did not take, as ``[stamp, file, line]``,
+    read when the batch was planned (a partition whose stamps rise: none of its lines left
+    for later comes before it in the arrival order)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -75,6 +85,7 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
         data["files"] = tuple(FilePart(**f) for f in data["files"])
+        data["capped"] = tuple(data.get("capped", ()))
         return cls(**data)
 
 
@@ -86,6 +97,10 @@ class Commit:
     end_state: dict[str, Any]
     reasons: dict[str, int] = field(default_factory=dict)
     watermark_ms: int = 0
+    consumed: dict[str, Any] = field(default_factory=dict)
+    """Where the batch stopped in each source whose planned range its cut left unfinished
+    (jobs.streams.batch_cut): a Kafka partition's next offset; a landing file's kept prefix
+    (``{"size", "lines", "sha256"}``). The next batch starts there, not at the plan's end."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

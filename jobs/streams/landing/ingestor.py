@@ -231,8 +231,7 @@ class Ingestor:
         limit = self.stream.spec.max_bytes_per_batch
         taken: set[str] = set()
         total = 0
-        in_order = sorted(looks, key=lambda f: (self._waiting_since(f), f.name))
-        for landed_file in in_order:
+        for landed_file in sorted(looks, key=lambda f: (self._waiting_since(f), f.name)):
             new = sizes[landed_file.name]
             if total and total + new > limit:  # files bringing no new bytes do not count
                 break

@@ -84,7 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     live.add_argument("--checkpoint", help="checkpoint folder inside the warehouse (one stream "
                                            "only; default: the cohorts' own, <warehouse>/"
                                            "streams/<stream>/_checkpoints/live-*)")
-    live.add_argument("--max-files-per-trigger", type=int)
+    live.add_argument("--max-files-per-trigger", type=int,
+                      help="arrival-log files per micro-batch at most (default: as many as "
+                           "the stream's max_bytes_per_micro_batch allows)")
     live.add_argument("--duration", type=float, default=0.0,
                       help="with an interval trigger: stop after this many seconds (0: never)")
     live.add_argument("--metrics-interval", type=float, default=60.0,
@@ -516,7 +518,8 @@ def _run_long(spark, args: argparse.Namespace, plan: Plan, stop: threading.Event
         try:
             run_stream(spark, stream, pipelines, trigger=args.trigger,
                        checkpoint=plan.checkpoint, duration_s=args.duration,
-                       metrics_interval_s=args.metrics_interval, stop=stop)
+                       metrics_interval_s=args.metrics_interval, stop=stop,
+                       max_files_per_trigger=args.max_files_per_trigger)
         except BaseException as error:
             failures.append(error)
             stop.set()  # one stream failing stops the others cleanly

@@ -24,7 +24,7 @@ from jobs.live.cohorts import CohortRecord
 from jobs.live.log_source import OFFSET, ArrivalLogReader, bucket_of_keys, byte_count
 from jobs.live.queries import trigger_limits
 from jobs.runtime.buckets import BUCKET_COLUMN, bucket_column
-from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, pack_by_bucket, unpack
+from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, is_tick, pack_by_bucket, unpack
 from jobs.store import fast_writes
 from jobs.streams.log_rows import ARRIVAL_SCHEMA
 
@@ -74,6 +74,8 @@ def _records(packs: pd.DataFrame) -> pd.DataFrame:
     """Each pack's records with the pack's bucket; each pack's watermark checked."""
     frames = []
     for _, pack in packs.iterrows():
+        if is_tick(pack[PACKED_COLUMN]):
+            continue
         records = unpack(pd.DataFrame({PACKED_COLUMN: [pack[PACKED_COLUMN]]}))
         assert pack[PACKED_WATERMARK] == records["watermark_ms"].max()
         frames.append(records.assign(**{BUCKET_COLUMN: pack[BUCKET_COLUMN]}))
@@ -109,6 +111,18 @@ def _reader(location: str, buckets: int, **options: str) -> ArrivalLogReader:
                              "buckets": str(buckets), "tasks": "2", **options})
 
 
+def _assert_every_bucket_learns_the_watermark(packs: pd.DataFrame, buckets: int) -> None:
+    """Every bucket's rows of a micro-batch (its ticks included) carry the micro-batch's
+    largest recorded watermark, whichever buckets its records fell in: what lets each fire
+    what that watermark makes due in the same micro-batch (jobs.runtime.buckets)."""
+    if not len(packs):
+        return
+    records = _records(packs)
+    by_bucket = packs.groupby(BUCKET_COLUMN)[PACKED_WATERMARK].max()
+    assert sorted(by_bucket.index) == list(range(buckets))
+    assert (by_bucket == records["watermark_ms"].max()).all()
+
+
 def _read(reader: ArrivalLogReader, start: int, end: int) -> pd.DataFrame:
     batches = [batch for part in reader.partitions({OFFSET: start}, {OFFSET: end})
                for batch in reader.read(part)]
@@ -133,12 +147,14 @@ def test_any_slices_read_each_record_once_packed_as_sparks_delta_source(
         if start >= end:
             break
         parts.append(_read(reader, start, min(end, start + size)))
+        _assert_every_bucket_learns_the_watermark(parts[-1], buckets)
         start += size
     found = _records(pd.concat([p for p in parts if len(p)], ignore_index=True))
 
     spark_packs = pack_by_bucket(spark.read.format("delta").load(location).select(*COLUMNS)
                                  .withColumn(BUCKET_COLUMN, bucket_column(buckets)),
-                                 BUCKET_COLUMN).toPandas()
+                                 BUCKET_COLUMN, buckets).toPandas()
+    _assert_every_bucket_learns_the_watermark(spark_packs, buckets)
     expected = _records(spark_packs)
     assert found["arrival_seq"].tolist() == list(range(log.num_rows))  # each once
     pd.testing.assert_frame_equal(found[expected.columns], expected, check_dtype=False)

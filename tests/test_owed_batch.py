@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.runtime.owed_batch import last_committed_batch, run_owed_batch_again
+from jobs.config.registry import platform_of
+from jobs.live import cohorts
+from jobs.runtime.owed_batch import last_committed_batch, next_batch_id, run_owed_batch_again
+from tests.platform_home import PER_MINUTE, events, settings_for
 
 
 def _checkpoint(folder: Path, ran_at: dict[int, int], next_at: dict[int, int]) -> str:
@@ -59,3 +62,39 @@ def test_nothing_is_owed_where_spark_runs_no_batch_without_data(tmp_path):
     checkpoint = _checkpoint(tmp_path, {0: 0, 1: 500}, {0: 500, 1: 900})
     assert run_owed_batch_again(checkpoint, print, "live", batches_without_data=False) is None
     assert last_committed_batch(checkpoint) is not None
+
+
+def test_a_batch_that_fired_what_was_due_itself_owes_nothing(tmp_path):
+    """Batches from ``fires_due_from_batch`` on fired their due panes with their rows (the
+    live stream's ticks); one before it, run by an older platform, still owes its batch."""
+    checkpoint = _checkpoint(tmp_path / "ticked", {0: 0, 1: 500}, {0: 500, 1: 900})
+    assert run_owed_batch_again(checkpoint, print, "live", fires_due_from_batch=0) is None
+    assert run_owed_batch_again(checkpoint, print, "live", fires_due_from_batch=1) is None
+    assert last_committed_batch(checkpoint) is not None  # nothing removed
+    owed = run_owed_batch_again(checkpoint, print, "live", fires_due_from_batch=2)
+    assert owed is not None and owed.batch_id == 1
+
+
+def test_the_first_batch_a_start_runs(tmp_path):
+    assert next_batch_id(_checkpoint(tmp_path / "new", {}, {})) == 0
+    assert next_batch_id(_checkpoint(tmp_path / "committed", {0: 0, 1: 5}, {0: 5, 1: 9})) == 2
+    assert next_batch_id(_checkpoint(tmp_path / "half", {0: 0, 1: 5}, {0: 5})) == 1
+
+
+def test_a_cohort_record_from_before_the_ticks_learns_where_they_began(tmp_path):
+    """A cohort whose record predates the ticks gets, at its next claim, the first batch
+    that start runs; a new cohort fires what is due from its first batch."""
+    settings = settings_for(tmp_path / "home", {"per_minute": PER_MINUTE})
+    stream = events(settings)
+    pipeline = platform_of(settings).pipelines["per_minute"]
+    old = _checkpoint(tmp_path / "old", {0: 0, 1: 500}, {0: 500, 1: 900})
+    record = Path(old, "platform", "stream.json")
+    record.parent.mkdir()
+    record.write_text(json.dumps({
+        "stream": stream.name, "buckets": 16, "created_ms": 1,
+        "members": [[pipeline.name, pipeline.version]], "dropped": [],
+        "source": "arrival_positions"}))
+    assert cohorts.claim(old, stream, [pipeline], 16).fires_due_from_batch == 2
+    assert cohorts.read_record(old).fires_due_from_batch == 2  # kept
+    new = str(tmp_path / "new")
+    assert cohorts.claim(new, stream, [pipeline], 16).fires_due_from_batch == 0

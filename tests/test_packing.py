@@ -20,12 +20,14 @@ from jobs.runtime.packing import (
     PACKED_OUTPUT,
     PACKED_WATERMARK,
     UNSIZED,
+    is_tick,
     output_table,
     pack_output,
     packed,
     rows_only_arrow_batches,
     unpack,
     unpack_output,
+    with_ticks,
 )
 
 SCHEMA = pa.schema([("key", pa.string()), ("arrival_seq", pa.int64()),
@@ -78,6 +80,30 @@ def test_a_buckets_packs_from_several_partitions_unpack_together():
     assert got["key"].tolist() == ["a", "b"]
     assert got["value"].tolist() == [Decimal("1.5"), None]
     assert packs[PACKED_WATERMARK].tolist() == [5, 7]
+
+
+@settings(max_examples=100, deadline=None)
+@given(records, st.integers(6, 9))
+def test_a_partitions_ticks_tell_every_bucket_its_largest_watermark(rows, buckets):
+    """After a partition's packs, one tick per bucket (no records, the partition's largest
+    recorded watermark), whether or not the bucket had records; the records unpack as
+    before; a partition without packs sends no ticks."""
+    table = pa.Table.from_pylist([
+        {"key": key, "arrival_seq": seq, "watermark_ms": watermark, "value": value,
+         "_bucket": bucket} for seq, (key, watermark, value, bucket) in enumerate(rows)],
+        schema=SCHEMA)
+    packs = [packed(table.to_batches(), "_bucket", "watermark_ms")]
+    sent = pa.Table.from_batches(list(with_ticks(packs, "_bucket", buckets))).to_pandas()
+    ticks = sent[sent[PACKED_COLUMN].map(is_tick)]
+    assert ticks["_bucket"].tolist() == list(range(buckets))
+    assert (ticks[PACKED_WATERMARK] == max(row[1] for row in rows)).all()
+    for bucket, mine in sent.groupby("_bucket"):
+        whole = table.to_pandas()
+        expected = whole[whole["_bucket"] == bucket].drop(columns="_bucket")
+        if len(expected):
+            pd.testing.assert_frame_equal(unpack(mine).reset_index(drop=True),
+                                          expected.reset_index(drop=True), check_exact=True)
+    assert list(with_ticks([], "_bucket", buckets)) == []
 
 
 @pytest.mark.spark

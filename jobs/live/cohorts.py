@@ -18,7 +18,7 @@ record sits in its checkpoint (``<checkpoint>/platform/stream.json``)::
 
     {"stream": "events", "buckets": 16, "created_ms": ...,
      "members": [["per_minute", "6242652144ceae35"], ...], "dropped": [...],
-     "source": "arrival_positions"}
+     "source": "arrival_positions", "fires_due_from_batch": 0}
 
 ``source`` is how the query reads the log, fixed for the checkpoint's life (its offsets are
 the source's own): ``delta``, Spark's Delta source (every cohort created before the other
@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from jobs.config.errors import SettingsError
 from jobs.config.registry import Pipeline
 from jobs.config.streams import Stream
+from jobs.runtime import owed_batch
 from jobs.store import storage
 
 RECORD = ("platform", "stream.json")
@@ -67,6 +68,11 @@ class CohortRecord(BaseModel):
     members: tuple[Member, ...]
     dropped: tuple[Member, ...] = ()
     source: Literal["delta", "arrival_positions"] = "delta"
+    fires_due_from_batch: int | None = None
+    """The first micro-batch that fired everything its watermark made due, in every bucket
+    (jobs.runtime.packing's ticks): 0 for a cohort started so; for one started before, the
+    first batch run since. A batch before it may owe its timers a batch without data
+    (jobs.runtime.owed_batch); ``None`` in a record not yet read by this platform."""
 
 
 @dataclass(frozen=True)
@@ -180,14 +186,16 @@ def claim(checkpoint: str, stream: Stream, pipelines: Sequence[Pipeline], bucket
     if found is None:
         entry = CohortRecord(stream=stream.name, buckets=buckets,
                              created_ms=int(time.time() * 1000) if now_ms is None else now_ms,
-                             members=tuple(members), source=source)
+                             members=tuple(members), source=source, fires_due_from_batch=0)
         storage.write_small_text(record_path(checkpoint), entry.model_dump_json())
         return entry
     dropped = [m for m in found.members if m not in members]
-    if not dropped:
+    if not dropped and found.fires_due_from_batch is not None:
         return found
-    entry = found.model_copy(update={"members": tuple(members),
-                                     "dropped": (*found.dropped, *dropped)})
+    update: dict = {"members": tuple(members), "dropped": (*found.dropped, *dropped)}
+    if found.fires_due_from_batch is None:
+        update["fires_due_from_batch"] = owed_batch.next_batch_id(checkpoint)
+    entry = found.model_copy(update=update)
     storage.write_small_text(record_path(checkpoint), entry.model_dump_json())
     return entry
 

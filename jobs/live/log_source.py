@@ -45,7 +45,13 @@ from pyspark.sql.streaming.datasource import (
 
 from jobs.runtime.buckets import BUCKET_COLUMN
 from jobs.runtime.log_files import LogFiles, LogFilesReader, read_log_file
-from jobs.runtime.packing import MAX_ROWS_PER_PACK, PACKED_COLUMN, PACKED_WATERMARK, packed
+from jobs.runtime.packing import (
+    MAX_ROWS_PER_PACK,
+    PACKED_COLUMN,
+    PACKED_WATERMARK,
+    packed,
+    with_ticks,
+)
 from jobs.runtime.worker_gc import spare_live_objects
 
 SOURCE_NAME = "eventtime_arrival_log"
@@ -147,8 +153,9 @@ class ArrivalLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LogPart)
         spare_live_objects()  # a task's start in the worker
-        yield from read_packed(self.location, partition.paths, partition.start, partition.end,
-                               self.columns, self.buckets)
+        yield from with_ticks(read_packed(self.location, partition.paths, partition.start,
+                                          partition.end, self.columns, self.buckets),
+                              BUCKET_COLUMN, self.buckets)
 
 
 def _within_bytes(files: LogFiles, pending: np.ndarray, max_bytes: int) -> np.ndarray:

@@ -71,14 +71,18 @@ def run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
                on_batch: Callable[[dict], None] | None = None,
                buckets: int = DEFAULT_BUCKETS,
                on_switch: Callable[[rollout.Switched], None] | None = None,
-               registry_poll_s: float = 10.0) -> LiveReport:
+               registry_poll_s: float = 10.0,
+               max_files_per_trigger: int | None = None) -> LiveReport:
     """The long-running live job of a stream: ingest its new landing files every ``poll_s``
     (batch after batch while a backlog remains) while its cohorts run the live versions of
     ``pipelines`` (default: every pipeline of the stream, and every pipeline added while it
     runs: the folder is read again every ``registry_poll_s``), until ``stop`` is set,
     ``duration_s`` passed or ``max_batches`` micro-batches were written; the checkpoints keep
     their place for the next start. A pending version is switched to once it has caught up
-    (``on_switch`` hears of it)."""
+    (``on_switch`` hears of it). ``max_files_per_trigger``: the arrival-log files a
+    micro-batch takes at most (default: a cohort of pending versions alone takes
+    ``PLATFORM_ROLLOUT_MAX_FILES_PER_TRIGGER``, others as many as the stream's byte limit
+    allows)."""
     stop = stop or threading.Event()
     previous = {key: spark.conf.get(key, None) for key in STREAM_SETTINGS}
     for key, value in STREAM_SETTINGS.items():
@@ -86,7 +90,8 @@ def run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | 
     try:
         return _run_stream(spark, stream, pipelines, trigger, poll_s, duration_s, max_batches,
                            metrics_interval_s, checkpoint, stop, progress, on_ingest, on_flush,
-                           on_batch, buckets, on_switch, registry_poll_s)
+                           on_batch, buckets, on_switch, registry_poll_s,
+                           max_files_per_trigger)
     finally:
         for key, value in previous.items():
             if value is None:
@@ -113,7 +118,7 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
                 on_flush: Callable[[list[dict]], None] | None,
                 on_batch: Callable[[dict], None] | None, buckets: int,
                 on_switch: Callable[[rollout.Switched], None] | None,
-                registry_poll_s: float) -> LiveReport:
+                registry_poll_s: float, max_files_per_trigger: int | None) -> LiveReport:
     from jobs.streams.ingestors import ingestor as ingestor_for
 
     quiet_since = [time.monotonic()]
@@ -165,8 +170,9 @@ def _run_stream(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] |
 
     def start(run: CohortRun) -> None:
         pending = [p for p in run.pipelines if not p.recorded and versions.pending(p)]
-        throttle = stream.settings.rollout_max_files_per_trigger \
-            if pending and len(pending) == len(run.pipelines) else None
+        throttle = max_files_per_trigger or (
+            stream.settings.rollout_max_files_per_trigger
+            if pending and len(pending) == len(run.pipelines) else None)
         query, sink = start_cohort(spark, stream, run, trigger=trigger,
                                    max_files_per_trigger=throttle, progress=progress,
                                    metrics_interval_s=metrics_interval_s, buckets=buckets,

@@ -198,7 +198,7 @@ def stream_input(arrivals: DataFrame, specs: list[PipelineSpec], buckets: int) -
     (jobs.runtime.packing), with Spark's event time."""
     records = arrivals.select(*input_columns(specs).values()).withColumn(
         BUCKET_COLUMN, bucket_column(buckets))
-    return with_event_time(pack_by_bucket(records, BUCKET_COLUMN), PACKED_WATERMARK)
+    return with_event_time(pack_by_bucket(records, BUCKET_COLUMN, buckets), PACKED_WATERMARK)
 
 
 def start_live(spark: SparkSession, stream: Stream, pipelines: list[Pipeline] | None = None,
@@ -306,7 +306,8 @@ def start_cohort(spark: SparkSession, stream: Stream, run: CohortRun, *,
     name = run.checkpoint.rstrip("/").rsplit("/", 1)[-1]
     owed_batch.run_owed_batch_again(
         run.checkpoint, progress, f"live {stream.name} ({name})",
-        batches_without_data=owed_batch.runs_batches_without_data(spark))
+        batches_without_data=owed_batch.runs_batches_without_data(spark),
+        fires_due_from_batch=record.fires_due_from_batch)
     with rows_only_arrow_batches(spark, narrow=not ships_payload(specs)):
         query = writer.queryName(f"eventtime_live_{stream.name}_{name}").start()
     return query, sink

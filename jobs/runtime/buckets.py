@@ -19,6 +19,12 @@ fires once a recorded watermark reaches ``ts`` (Spark fires a timer when its tim
 watermark), and the woken bucket fires at ``Spark watermark + 1``, a watermark some record
 carried. Every pane depends only on its key's own records and timers (docs/semantics.md), so
 the batch at which a timer fires changes nothing.
+
+Packed input (jobs.runtime.packing) brings every bucket a tick in every micro-batch with data,
+with the micro-batch's largest recorded watermark: the processor fires at it after the
+bucket's records, so what a micro-batch's watermark makes due is written with that
+micro-batch. Spark's timer then finds nothing left to fire in the batch without data after it,
+and a crash before that batch leaves the tables a whole prefix of the log.
 """
 
 from __future__ import annotations
@@ -137,12 +143,28 @@ class BucketProcessor(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:  # noqa: N802
         chunks = list(rows)
         frame = chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
-        if self.packed:
-            from jobs.runtime.packing import unpack
-
-            frame = unpack(frame, self.decimals_as_units)
         timer = self._load()
-        yield from self._save(timer, self.engine.process(frame))
+        if not self.packed:
+            yield from self._save(timer, self.engine.process(frame))
+            return
+        yield from self._save(timer, self._process_packed(frame))
+
+    def _process_packed(self, packs: pd.DataFrame) -> list[pd.DataFrame | pa.Table]:
+        """A micro-batch's packs of this bucket, ticks included (jobs.runtime.packing): its
+        records processed, then what the micro-batch's watermark makes due fired, so that
+        the panes it makes due are written with this micro-batch even for a bucket whose
+        own records carried a lower watermark, or that had none."""
+        from jobs.runtime.packing import PACKED_COLUMN, PACKED_WATERMARK, is_tick, unpack
+
+        ticks = packs[PACKED_COLUMN].map(is_tick).to_numpy(dtype=bool)
+        watermark = int(packs[PACKED_WATERMARK].max())
+        records = packs[~ticks]
+        if not len(records):
+            return self.engine.fire(watermark)
+        output = self.engine.process(unpack(records, self.decimals_as_units))
+        if watermark > int(records[PACKED_WATERMARK].max()):
+            output += self.engine.fire(watermark)
+        return output
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo  # noqa: N802
                            ) -> Iterator[pd.DataFrame]:

@@ -1,5 +1,9 @@
 """The micro-batch without data that a restarted query owes its timers, run all the same.
 
+The live stream's micro-batches now fire what their watermark makes due themselves
+(jobs.runtime.packing's ticks), so only the Nexmark queries (whose input is not packed) and a
+live cohort's batches from before that (its record's ``fires_due_from_batch``) can owe one.
+
 After a micro-batch whose rows raise the watermark, Spark runs one more without data so that
 event-time timers up to the new watermark fire: a bucket that got no rows is woken only so
 (docs/runtime.md, "Timers"). Spark decides on that batch from the batch it last ran *in this
@@ -69,16 +73,30 @@ def last_committed_batch(checkpoint: str) -> LastBatch | None:
     return LastBatch(batch_id, ran_at, next_at)
 
 
+def next_batch_id(checkpoint: str) -> int:
+    """The micro-batch the query of ``checkpoint`` runs first when it starts: its last one
+    again if that is not committed, else the one after it (0 for a new checkpoint)."""
+    offsets = _batch_ids(storage.join(checkpoint, "offsets"))
+    if not offsets:
+        return 0
+    commits = _batch_ids(storage.join(checkpoint, "commits"))
+    return offsets[-1] + 1 if commits and commits[-1] == offsets[-1] else offsets[-1]
+
+
 def run_owed_batch_again(checkpoint: str, progress: Callable[[str], None], what: str,
-                         batches_without_data: bool = True) -> LastBatch | None:
+                         batches_without_data: bool = True,
+                         fires_due_from_batch: int | None = None) -> LastBatch | None:
     """Before the query of ``checkpoint`` starts: if its last batch owes a batch without
     data, remove that batch's commit entry so that the query runs it again and then the one
     without data; the batch, or ``None`` when nothing is owed. Nothing is owed when Spark
     runs no batches without data (``batches_without_data``: its
     ``spark.sql.streaming.noDataMicroBatches.enabled``), or the last batch would run again
-    at every start."""
+    at every start, nor by a batch from ``fires_due_from_batch`` on (one that fired
+    what its watermark made due itself, jobs.runtime.packing's ticks)."""
     last = last_committed_batch(checkpoint)
     if last is None or not last.owes_timers or not batches_without_data:
+        return None
+    if fires_due_from_batch is not None and last.batch_id >= fires_due_from_batch:
         return None
     commits = storage.join(checkpoint, "commits")
     # Hadoop's checksum first, as Hadoop deletes: a checksum left without its file would

@@ -20,11 +20,17 @@ Nothing a pipeline computes changes: an engine gets its bucket's records of the 
 in any order, as before. A packed row carries the largest recorded watermark of its records as
 its event time, and Spark's watermark is the largest over the rows, so it is the same as over
 the records.
+
+Each input partition's packs end with a **tick** for every bucket (:func:`with_ticks`): a row
+without records carrying the partition's largest recorded watermark. So every bucket is called
+in every micro-batch with data, learns the micro-batch's watermark, and fires what it makes due
+in that micro-batch (jobs.runtime.buckets), not in the batch without data Spark runs after it:
+a crash between the two leaves no table short of those panes (docs/contract.md, section 8).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -91,14 +97,18 @@ def rows_only_arrow_batches(spark: SparkSession, narrow: bool) -> Iterator[None]
             spark.conf.set(BATCH_BYTES_SETTING, before)
 
 
-def pack_by_bucket(frame: DataFrame, bucket: str, watermark: str = "watermark_ms"
+def pack_by_bucket(frame: DataFrame, bucket: str, buckets: int, watermark: str = "watermark_ms"
                    ) -> DataFrame:
     """``frame``'s records as one row per ``bucket`` and input partition:
-    ``(bucket, packed_watermark_ms, packed_records)``."""
+    ``(bucket, packed_watermark_ms, packed_records)``, then a tick for each of the ``buckets``
+    (:func:`with_ticks`)."""
     schema = f"{bucket} int, {PACKED_WATERMARK} bigint, {PACKED_COLUMN} binary"
 
     def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spare_live_objects()  # a task's start in the worker
+        yield from with_ticks(packs(batches), bucket, buckets)
+
+    def packs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[pa.RecordBatch] = []
         rows = 0
         for batch in batches:
@@ -112,6 +122,30 @@ def pack_by_bucket(frame: DataFrame, bucket: str, watermark: str = "watermark_ms
             yield packed(pending, bucket, watermark)
 
     return frame.mapInArrow(pack, schema)
+
+
+def with_ticks(packs: Iterable[pa.RecordBatch], bucket: str, buckets: int
+               ) -> Iterator[pa.RecordBatch]:
+    """An input partition's ``packs``, then a tick for each of the ``buckets``: a row with no
+    records (empty bytes) carrying the packs' largest recorded watermark; no ticks after no
+    packs. A bucket's largest watermark over the micro-batch's rows is then the micro-batch's
+    own, whichever partitions its records came from."""
+    reached: int | None = None
+    for batch in packs:
+        yield batch
+        if batch.num_rows:
+            top = pc.max(batch.column(PACKED_WATERMARK)).as_py()
+            reached = top if reached is None else max(reached, top)
+    if reached is not None:
+        yield pa.record_batch({
+            bucket: pa.array(np.arange(buckets, dtype=np.int32)),
+            PACKED_WATERMARK: pa.array(np.full(buckets, reached, dtype=np.int64)),
+            PACKED_COLUMN: pa.array([b""] * buckets, pa.binary())})
+
+
+def is_tick(blob: bytes) -> bool:
+    """Whether a packed row is a tick (:func:`with_ticks`), not records."""
+    return not blob
 
 
 def packed(batches: Sequence[pa.RecordBatch], bucket: str, watermark: str) -> pa.RecordBatch:
@@ -140,11 +174,13 @@ def packed(batches: Sequence[pa.RecordBatch], bucket: str, watermark: str) -> pa
 
 
 def unpack(frame: pd.DataFrame, decimals_as_units: bool = False) -> pd.DataFrame:
-    """The records of a bucket's packed rows, as one frame. With ``decimals_as_units``, a
-    ``DECIMAL(38, 9)`` column whose values all fit 64 bits comes as exact integers of
-    nanounits (``Int64``: the decimal's own unscaled integer, read from Arrow's buffer), not
-    one Python ``Decimal`` per value (jobs.live.standard folds them with numpy)."""
-    tables = [pa.ipc.open_stream(blob).read_all() for blob in frame[PACKED_COLUMN]]
+    """The records of a bucket's packed rows (ticks left out), as one frame. With
+    ``decimals_as_units``, a ``DECIMAL(38, 9)`` column whose values all fit 64 bits comes as
+    exact integers of nanounits (``Int64``: the decimal's own unscaled integer, read from
+    Arrow's buffer), not one Python ``Decimal`` per value (jobs.live.standard folds them with
+    numpy)."""
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in frame[PACKED_COLUMN]
+              if not is_tick(blob)]
     table = pa.concat_tables(tables)
     units = {}
     if decimals_as_units:

@@ -7,6 +7,7 @@ closing notes of the fault work ran it with many more)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -18,9 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from jobs import tables
 from jobs.backfill import run_backfill
-from jobs.live import run_live
+from jobs.generator import GeneratorConfig, generate
+from jobs.live import cohorts, run_live
+from jobs.streams.landing.ingestor import ingest
 from tests.faults.helpers import KILLS, QUIET, SESSIONS, copy_log, pipelines_of
+from tests.log_replay import late_of, replay, results_of
 from tests.output_tables import assert_same, output_tables
 from tests.platform_home import PER_MINUTE, REPO
 
@@ -137,3 +142,78 @@ def test_a_backfill_killed_mid_write_and_run_again_is_exact(spark, source, tmp_p
     run_backfill(spark, pipeline, **QUIET)
     assert_same(expected, output_tables(spark, pipeline))
 
+
+
+NO_BATCHES_WITHOUT_DATA = json.dumps({"spark.sql.streaming.noDataMicroBatches.enabled":
+                                      "false"})
+"""Spark then never runs the batch without data after a batch with data: every kill lands
+where a kill between the two would, the place where a reader once saw a version short of
+the panes that batch's watermark made due."""
+
+
+def test_a_reader_after_a_kill_sees_a_whole_prefix_of_the_log(spark, source, tmp_path):
+    """Killed right after a micro-batch (or inside the next one's writes) and read before
+    any restart: each pipeline's ``window_results`` and ``late_records`` are what a replay of
+    the log up to some micro-batch's end gives. The log's last ingest batch holds one key's
+    records only, an hour past the rest, so its micro-batch's watermark makes due the last
+    windows of eleven keys with no record in it; the last kill comes right after it.
+    Tumbling windows (the standard engine) and sessions (the keyed one)."""
+    pipelines = {"per_minute": PER_MINUTE, "sessions": SESSIONS}
+    env = {**copy_log(source, tmp_path / "live", pipelines),
+           "PLATFORM_SPARK_CONF": NO_BATCHES_WITHOUT_DATA}
+    live = pipelines_of(env)
+    stream = live["per_minute"].stream
+    generate(GeneratorConfig(events=20, duration_ms=600_000, keys=1, producers=1, seed=9,
+                             start_ms=1_767_225_600_000 + 28 * 3_600_000, late_fraction=0,
+                             very_late_fraction=0, bad_fraction=0), stream.landing)
+    ingest(spark, stream, **QUIET)
+    log = spark.read.format("delta").load(stream.arrival_log).toPandas()
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "5")))
+    kills = [("live events: batch ", rng.randint(1, 3)) for _ in range(KILLS - 1)]
+    due_without_a_record = 0
+    for attempt, (marker, count) in enumerate([*kills, ("live events: batch 4:", 1)]):
+        started = _start(["live", "--trigger", "1 second", "--max-files-per-trigger", "1"],
+                         env, tmp_path / "live.log")
+        assert _kill_when(started, tmp_path / "live.log", marker, count,
+                          rng.uniform(0, 1.5)), attempt
+        ends = [0, *_batch_ends(stream)]
+        for pipeline in live.values():
+            frames = output_tables(spark, pipeline)
+            results = results_of(frames[tables.WINDOW_RESULTS], pipeline.spec)
+            late = late_of(frames[tables.LATE_RECORDS])
+            replays = {end: replay(log[log.arrival_seq < end], pipeline.spec) for end in ends}
+            matching = [end for end, expected in replays.items() if expected.latest == results]
+            assert matching, (f"{pipeline.name} after kill {attempt}: window_results are "
+                              f"no replay of the log up to a micro-batch's end {ends}")
+            assert any(expected.late == late for expected in replays.values()), (
+                f"{pipeline.name} after kill {attempt}: late_records")
+            end = matching[-1]
+            if end:
+                before = max(e for e in ends if e < end)
+                due_without_a_record += _due_without_a_record(
+                    replays[before].latest, replays[end].latest,
+                    set(log[(log.arrival_seq >= before) & (log.arrival_seq < end)].key))
+    assert due_without_a_record  # the case the kills were for did arise
+    run_live(spark, stream, **QUIET)  # and resuming still ends where a backfill does
+    for name, pipeline in live.items():
+        expected = replay(log, pipeline.spec)
+        assert results_of(output_tables(spark, pipeline)[tables.WINDOW_RESULTS],
+                          pipeline.spec) == expected.latest, name
+
+
+def _batch_ends(stream) -> list[int]:
+    """Each micro-batch's end in arrival positions, from its cohort's offset log."""
+    (cohort,) = cohorts.cohorts_of(stream)
+    folder = Path(cohort.checkpoint, "offsets")
+    ends = []
+    for entry in sorted((p for p in folder.iterdir() if p.name.isdigit()),
+                        key=lambda p: int(p.name)):
+        ends.append(json.loads(entry.read_text().splitlines()[2])["next_arrival_seq"])
+    return ends
+
+
+def _due_without_a_record(before: dict, after: dict, keys_in_batch: set[str]) -> int:
+    """Panes a micro-batch's watermark made due (new, or fired again) for keys that had no
+    record in it."""
+    return sum(1 for window, pane in after.items()
+               if window[0] not in keys_in_batch and before.get(window) != pane)

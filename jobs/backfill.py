@@ -24,6 +24,7 @@ from jobs import tables
 from jobs.config.registry import Pipeline
 from jobs.console.progress import heartbeat
 from jobs.lateness import assigned
+from jobs.lateness.aggregates import QUARANTINE_INGEST
 from jobs.lifecycle import effective_from, versions
 from jobs.store import fast_writes
 from jobs.store.delta_io import read_table_or_none, replace_range
@@ -177,7 +178,14 @@ def _backfill_pass(spark: SparkSession, pipeline: Pipeline, arrivals: DataFrame,
                    version: int, first_day: str | None, last_day: str | None,
                    progress: Callable[[str], None],
                    ranges: dict[str, tuple] | None = None) -> BackfillReport:
-    quarantine = read_table_or_none(spark, pipeline.table_path(tables.QUARANTINE))
+    quarantine_path = pipeline.table_path(tables.QUARANTINE)
+    quarantine = read_table_or_none(spark, quarantine_path)
+    if ranges is not None and quarantine is not None:
+        # the quarantine's ingest days from its file statistics too (a full backfill covers
+        # them: jobs.lateness.aggregates.quarantine_days)
+        ingested = column_ranges(quarantine_path, ("ingest_time_ms",))
+        if ingested is not None:
+            ranges = {**ranges, QUARANTINE_INGEST: ingested["ingest_time_ms"]}
     outputs = compute_windows(arrivals, quarantine, pipeline.spec, pipeline.time_zone,
                               first_day, last_day, ranges)
     progress(f"{pipeline.name}: computing partitions {outputs.first_day} .. {outputs.last_day}")

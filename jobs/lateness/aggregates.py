@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.tables.days import day_of_column
+from jobs.tables.days import day_of_column, ingest_days
 from operators.time import MIN_WATERMARK
 from operators.window_operator import DROPPED, LATE_WITHIN, ON_TIME_CLASS
 
@@ -58,6 +58,26 @@ def lateness_columns() -> list[Column]:
         F.round("_lag_p50", 3).alias("watermark_lag_p50_ms"),
         F.col("watermark_lag_max_ms"),
     ]
+
+
+QUARANTINE_INGEST = "quarantine.ingest_time_ms"
+"""The key of the quarantine's ``(min, max)`` ingest time among a backfill's log ranges."""
+
+
+def quarantine_days(quarantine: DataFrame | None, time_zone: str,
+                    ranges: dict[str, tuple] | None = None) -> tuple[str, str] | None:
+    """The first and last ingest day of the quarantined lines (``None``: none). A day gets
+    metrics when its windows had records or lines were quarantined on it, so a full backfill
+    covers these days too, windows or not, as the live job does. From
+    ``ranges[QUARANTINE_INGEST]`` (Delta's file statistics) when there, else one Spark job."""
+    if quarantine is None:
+        return None
+    if ranges is not None and QUARANTINE_INGEST in ranges:
+        span = ranges[QUARANTINE_INGEST]
+    else:
+        row = quarantine.agg(F.min("ingest_time_ms"), F.max("ingest_time_ms")).first()
+        span = (row[0], row[1])
+    return ingest_days(span, time_zone)
 
 
 def quarantined_per_day(quarantine: DataFrame, time_zone: str, first_day: str,

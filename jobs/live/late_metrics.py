@@ -38,6 +38,7 @@ from jobs.lateness.day_tallies import DayTallies
 from jobs.store import fast_writes, storage
 from jobs.store.delta_io import append_idempotent, read_table_or_none
 from jobs.store.storage import Files
+from jobs.store.table_stats import column_ranges
 from jobs.tables.days import day_of
 from jobs.windows.vectorised import standard_day_metrics
 
@@ -99,6 +100,9 @@ class LateDataMetrics:
         self._day_tallies: DayTallies | None = None
         self._flusher: threading.Thread | None = None
         self._flush_error: BaseException | None = None
+        self._quarantine_covered: int | None = None
+        """The last ingest batch whose quarantined lines' days a flush of this run refreshed
+        (``None``: none yet)."""
         # the first batch with output is flushed at once: the metrics show up as the stream
         # starts, and the per-day tallies (jobs.lateness.day_tallies) read the days whole
         # while the log is at its smallest
@@ -149,8 +153,7 @@ class LateDataMetrics:
         if self._flush_error is not None:
             raise RuntimeError(f"writing the late-data metrics of {self.key} "
                                "failed") from self._flush_error
-        self.flush()
-
+        self.flush(final=True)
 
     def keep(self, summary: dict) -> None:
         """A written batch's summary, kept (in the checkpoint too) until its metrics are
@@ -163,13 +166,17 @@ class LateDataMetrics:
             self.files.delete(location)  # a repeated batch writes the same summary again
             self.files.create(location, json.dumps(summary))
 
-    def flush(self) -> list[dict]:
+    def flush(self, final: bool = False) -> list[dict]:
         """Write the late-data metrics of the batches since the last flush; returns their
-        per-batch rows."""
+        per-batch rows. The ``final`` flush, as the stream stops, also writes the days of lines
+        quarantined since the last flush when no batch is left to flush (an ingest batch of
+        bad lines only, after the last micro-batch)."""
         self.last_flush = time.monotonic()
         with self._lock:
             pending = list(self.pending)
         if not pending:
+            if final and not self.pipeline.spec.is_process:
+                self._refresh_quarantine_days()
             return []
         started = time.monotonic()
         if self.pipeline.spec.is_process:  # no windows: each batch's counts, as they are
@@ -179,12 +186,19 @@ class LateDataMetrics:
             if self.on_flush is not None:
                 self.on_flush(pending)
             return pending
-        rows = self._batch_metrics(pending)
+        lines = self._quarantine_lines()
+        rows, first_after = self._batch_metrics(pending, lines)
         per_batch = time.monotonic() - started
         with_records = [s for s in pending if s["records"]]
         if with_records:
-            self._refresh_day_metrics(min(s["first_ms"] for s in with_records),
-                                      max(s["last_ms"] for s in with_records))
+            spans = [(min(s["first_ms"] for s in with_records),
+                      max(s["last_ms"] for s in with_records))]
+            if self._quarantine_covered is None:
+                self._quarantine_covered = first_after
+            spans.append(self._uncovered_quarantine(lines))
+            given = [span for span in spans if span is not None]
+            self._refresh_day_metrics(min(low for low, _ in given),
+                                      max(high for _, high in given))
         by_id = {r["batch_id"]: r for r in rows}
         flushed = [{**s, **by_id.get(s["batch_id"], {})} for s in pending]
         self.batches.extend(flushed)
@@ -207,15 +221,17 @@ class LateDataMetrics:
         with self._lock:
             self.pending = [s for s in self.pending if s["batch_id"] not in done]
 
-    def _batch_metrics(self, pending: list[dict]) -> list[dict]:
+    def _batch_metrics(self, pending: list[dict],
+                       lines: pa.Table | None) -> tuple[list[dict], int]:
         """One row per batch: the header, the lateness of the records it consumed, and the
-        quarantined lines of the ingest batches it finished; appended unless already there."""
+        quarantined lines of the ingest batches it finished; appended unless already there.
+        Also the last ingest batch before the first of them (see :meth:`_quarantined`)."""
         consumed = [s for s in pending if s["records"]]
         if self.pipeline.spec.is_standard_window:
             fates = self._standard_lateness(consumed)
         else:
             fates = self._assigned_lateness(consumed)
-        quarantined = self._quarantined(pending)
+        quarantined, first_after = self._quarantined(pending, lines)
         rows = []
         for summary in pending:
             row = {name: summary[name] for name in BATCH_HEADER_COLUMNS}
@@ -230,7 +246,7 @@ class LateDataMetrics:
         new = [r for r in rows if r["batch_id"] not in existing]
         if new:
             self._append_batch_rows(new, path)
-        return rows
+        return rows, first_after
 
     def _standard_lateness(self, consumed: list[dict]) -> dict[int, dict]:
         """The batches' lateness, from their records in the arrival log, without Spark
@@ -332,18 +348,51 @@ class LateDataMetrics:
 
         return set(DeltaTable(fast_writes.delta_uri(path)).schema().to_arrow().names)
 
-    def _quarantined(self, pending: list[dict]) -> dict[int, int]:
+    def _quarantine_lines(self) -> pa.Table | None:
+        """Every quarantined line's ingest batch and ingest time (``None``: no quarantine)."""
+        quarantine = self.pipeline.table_path(tables.QUARANTINE)
+        if not fast_writes.table_exists(quarantine):
+            return None
+        return fast_writes.read_columns(quarantine, ["ingest_batch", "ingest_time_ms"])
+
+    def _uncovered_quarantine(self, lines: pa.Table | None) -> tuple[int, int] | None:
+        """The first and last ingest time of the lines quarantined after the last ingest batch
+        whose days a flush refreshed (``None``: none), which becomes the newest one. A day
+        whose only lines were quarantined gets its metrics so, as the backfill writes them
+        (jobs.lateness.aggregates.quarantine_days), even when no record's windows end on it
+        and no micro-batch's records were ingested on it."""
+        if lines is None or self._quarantine_covered is None:
+            return None
+        newer = lines.filter(pc.field("ingest_batch") > self._quarantine_covered)
+        if not newer.num_rows:
+            return None
+        self._quarantine_covered = pc.max(newer.column("ingest_batch")).as_py()
+        bounds = pc.min_max(newer.column("ingest_time_ms")).as_py()
+        return bounds["min"], bounds["max"]
+
+    def _refresh_quarantine_days(self) -> None:
+        """The days of the lines quarantined since the last flush, with no batch to flush. A
+        run that flushed none starts after the log's last ingest batch: the lines before it
+        are covered by the micro-batch that reads the records after them."""
+        if self._quarantine_covered is None:
+            ranges = column_ranges(self.pipeline.table_path(tables.ARRIVAL_LOG),
+                                   ("ingest_batch",))
+            self._quarantine_covered = ranges["ingest_batch"][1] if ranges else -1
+        span = self._uncovered_quarantine(self._quarantine_lines())
+        if span is not None:
+            self._refresh_day_metrics(*span)
+
+    def _quarantined(self, pending: list[dict],
+                     lines: pa.Table | None) -> tuple[dict[int, int], int]:
         """Quarantined lines of the ingest batches each micro-batch finished reading: those
         after the ingest batch of the record just before its first one, up to the ingest
         batch of its last record. An ingest batch split over two micro-batches counts in the
         first; one with no good line at all counts with the next micro-batch that reads
-        records (the per-day metrics count every line, by ingest day)."""
-        quarantine = self.pipeline.table_path(tables.QUARANTINE)
-        if not fast_writes.table_exists(quarantine):
-            return {}
+        records (the per-day metrics count every line, by ingest day). Also the ingest batch
+        of the record just before the first batch's first (-1: none)."""
         pending = [s for s in pending if s["records"]]
-        if not pending:
-            return {}
+        if lines is None or not pending:
+            return {}, -1
         positions = {s["first_arrival_seq"] - 1 for s in pending} | \
             {s["last_arrival_seq"] for s in pending}
         found = fast_writes.read_columns(
@@ -351,8 +400,7 @@ class LateDataMetrics:
             pc.field("arrival_seq").isin(sorted(positions)))
         batch_of = dict(zip(found.column("arrival_seq").to_pylist(),
                             found.column("ingest_batch").to_pylist(), strict=True))
-        counted = fast_writes.read_columns(quarantine, ["ingest_batch"]) \
-            .group_by("ingest_batch").aggregate([("ingest_batch", "count")])
+        counted = lines.group_by("ingest_batch").aggregate([("ingest_batch", "count")])
         per_ingest = dict(zip(counted.column("ingest_batch").to_pylist(),
                               counted.column("ingest_batch_count").to_pylist(), strict=True))
         result = {}
@@ -360,7 +408,7 @@ class LateDataMetrics:
             after = batch_of.get(s["first_arrival_seq"] - 1, -1)
             upto = batch_of[s["last_arrival_seq"]]
             result[s["batch_id"]] = sum(n for b, n in per_ingest.items() if after < b <= upto)
-        return result
+        return result, batch_of.get(pending[0]["first_arrival_seq"] - 1, -1)
 
     def _refresh_day_metrics(self, first_ms: int, last_ms: int) -> None:
         """The days the batches' records can touch (their windows' end days and their ingest

@@ -100,5 +100,25 @@ def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
+NO_DAYS = ("1970-01-01", "1970-01-01")
+"""The range of an empty log: one day on which nothing can be."""
 
 
+def spanning(*ranges: tuple[str, str] | None) -> tuple[str, str]:
+    """The smallest ``(first, last)`` day range holding every given one (``None``: none), or
+    :data:`NO_DAYS` when none is given. A full backfill's days are those its windows end on
+    spanned with those its quarantined lines were ingested on (docs/contract.md, section 6)."""
+    given = [r for r in ranges if r is not None]
+    if not given:
+        return NO_DAYS
+    return min(first for first, _ in given), max(last for _, last in given)
+
+
+def ingest_days(ingest_range: tuple[int | None, int | None] | None,
+                time_zone: str) -> tuple[str, str] | None:
+    """The days of the first and last ingest time in ``(min_ms, max_ms)`` (``None``: no
+    line)."""
+    if ingest_range is None or ingest_range[0] is None or ingest_range[1] is None:
+        return None
+    return (day_of(int(ingest_range[0]), time_zone).isoformat(),
+            day_of(int(ingest_range[1]), time_zone).isoformat())

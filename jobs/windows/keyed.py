@@ -27,7 +27,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.lateness.aggregates import day_metrics
+from jobs.lateness.aggregates import day_metrics, quarantine_days
 from jobs.runtime import INPUT_COLUMNS, check_runnable, plain_sessions
 from jobs.runtime.key_partitions import (
     map_keys,
@@ -35,7 +35,7 @@ from jobs.runtime.key_partitions import (
     map_whole_keys_to_arrow,
 )
 from jobs.runtime.key_runner import KeyRunner, arrow_schema, output_schema
-from jobs.tables.days import window_end_date
+from jobs.tables.days import spanning, window_end_date
 from jobs.tables.window_tables import WindowOutputs, assignment_rows, late_rows, pane_results
 from operators.pipeline import PipelineSpec
 from operators.time import MIN_WATERMARK
@@ -69,7 +69,8 @@ def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spe
                           last_day: str | None = None,
                           log_ranges: dict[str, tuple] | None = None) -> WindowOutputs:
     """Results, late records, metrics and assignments for the windows whose end day is within
-    ``[first_day, last_day]`` (all days when omitted), from the operator library per key.
+    ``[first_day, last_day]`` (all days when omitted: those windows end on and those lines
+    were quarantined on), from the operator library per key.
 
     The emitted rows are persisted (every output derives from them, and computing them runs
     Python per record); :meth:`WindowOutputs.release` frees them. ``log_ranges``: the log's
@@ -86,8 +87,9 @@ def compute_keyed_windows(arrivals: DataFrame, quarantine: DataFrame | None, spe
                .persist(StorageLevel.MEMORY_AND_DISK))
     if first_day is None or last_day is None:
         bounds = emitted.agg(F.min("window_end_date"), F.max("window_end_date")).first()
-        first_day = first_day or (str(bounds[0]) if bounds[0] else "1970-01-01")
-        last_day = last_day or (str(bounds[1]) if bounds[1] else "1970-01-01")
+        windows = (str(bounds[0]), str(bounds[1])) if bounds[0] else None
+        first, last = spanning(windows, quarantine_days(quarantine, time_zone, log_ranges))
+        first_day, last_day = first_day or first, last_day or last
     in_range = emitted.where(F.col("window_end_date").between(first_day, last_day))
     results = pane_results(in_range.where(F.col("kind") == "pane").drop("window_end_date"),
                            [a.name for a in spec.aggregates], time_zone)

@@ -24,8 +24,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import tables
-from jobs.lateness.aggregates import day_metrics
-from jobs.tables.days import could_reach, day_of, window_end_date
+from jobs.lateness.aggregates import day_metrics, quarantine_days
+from jobs.tables.days import could_reach, day_of, spanning, window_end_date
 from jobs.tables.window_tables import WindowOutputs
 from operators.build import build_assigner
 from operators.numbers import SPARK_TYPE
@@ -152,9 +152,11 @@ def compute_standard_windows(arrivals: DataFrame, quarantine: DataFrame | None,
                              first_day: str | None = None, last_day: str | None = None,
                              log_ranges: dict[str, tuple] | None = None) -> WindowOutputs:
     """Results (latest pane per key and window), late records and metrics for the windows
-    whose end day is within ``[first_day, last_day]`` (all days when omitted).
-    ``log_ranges``: ``(min, max)`` of the log's ``watermark_ms`` and ``event_time_ms`` when the
-    caller has them (from Delta's file statistics: no Spark job to find them)."""
+    whose end day is within ``[first_day, last_day]`` (all days when omitted: those windows
+    end on and those lines were quarantined on). ``log_ranges``: ``(min, max)`` of the log's
+    ``watermark_ms`` and ``event_time_ms`` (and the quarantine's ingest time,
+    ``QUARANTINE_INGEST``) when the caller has them (from Delta's file statistics: no Spark job
+    to find them)."""
     lateness = spec.allowed_lateness_ms
     if log_ranges is None:
         log_ranges = log_column_ranges(arrivals)
@@ -163,7 +165,9 @@ def compute_standard_windows(arrivals: DataFrame, quarantine: DataFrame | None,
         arrivals = arrivals.where(could_reach(first_day, last_day, spec.window))
     assigned = classify(arrivals, spec, time_zone)
     if first_day is None or last_day is None:
-        first, last = end_days(log_ranges["event_time_ms"], spec.window, time_zone)
+        events = log_ranges["event_time_ms"]
+        windows = None if events[0] is None else end_days(events, spec.window, time_zone)
+        first, last = spanning(windows, quarantine_days(quarantine, time_zone, log_ranges))
         first_day, last_day = first_day or first, last_day or last
     assigned = assigned.where(F.col("window_end_date").between(first_day, last_day))
 

@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from jobs.config.errors import SettingsError
     from jobs.console.interrupts import StopRequests
+    from jobs.console.storage_faults import is_out_of_space, out_of_space_line
 
     if args.command == "settings":
         return _settings(args.markdown)
@@ -183,10 +184,23 @@ def main(argv: list[str] | None = None) -> int:
             return _interrupted(args, stops)
         print(f"{args.command}: error: {error}", file=sys.stderr)
         return 1
-    except Exception:
+    except Exception as error:
         if stops.signum is not None:  # a Spark job cancelled by the signal fails its caller
             return _interrupted(args, stops)
+        if is_out_of_space(error):
+            print(out_of_space_line(args.command, _locations(plan.settings)), file=sys.stderr)
+            _stop_spark()
+            return 1
         raise
+
+
+def _locations(settings: PlatformSettings) -> dict[str, str]:
+    """The folders a command writes, by the setting that names them (a full disk is said by
+    the one with the least space left)."""
+    import tempfile
+
+    return {"PLATFORM_WAREHOUSE": settings.warehouse, "PLATFORM_LANDING": settings.landing,
+            "PLATFORM_HOME": settings.home, "the temporary folder": tempfile.gettempdir()}
 
 
 def _interrupted(args: argparse.Namespace, stops: StopRequests) -> int:

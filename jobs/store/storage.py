@@ -107,7 +107,11 @@ def write_small_text(location: str, text: str) -> None:
         path = local_path(location)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        partial.write_text(text, encoding="utf-8")
+        try:
+            partial.write_text(text, encoding="utf-8")
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         partial.replace(path)
         return
     filesystem, path = arrow_filesystem(location)
@@ -200,14 +204,20 @@ class Files:
         return bytes(data).decode("utf-8")
 
     def create(self, location: str, text: str) -> None:
-        """Write a new file; ``FileExistsError`` if it is already there."""
+        """Write a new file; ``FileExistsError`` if it is already there. A local write that
+        fails part-way (a full disk) leaves no file: a half-written one would be taken as
+        written by whoever looks next."""
         if is_local(location):
             path = local_path(location)
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("x", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
+                try:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                except BaseException:
+                    path.unlink(missing_ok=True)
+                    raise
             return
         path, fs = self._fs(location)
         try:

@@ -88,6 +88,7 @@ class PipelineSink:
 
     def __post_init__(self) -> None:
         self.label = self.label or self.pipeline.name
+        self._tables_made: set[str] = set()
         self.files = Files(self.spark)
         folder = storage.join(self.checkpoint, "platform", "batches", self.key) \
             if self.checkpoint else None
@@ -154,10 +155,10 @@ class PipelineSink:
         writes: list[Callable[[], None]] = []
         if len(panes):
             writes.append(lambda: self._merge_panes(panes))
-        if len(late):
+        if len(late) or not self._made(tables.LATE_RECORDS):
             writes.append(lambda: self._insert(late_table(late, zone), tables.LATE_RECORDS,
                                                LATE_KEY))
-        if fates is not None and fates.num_rows:
+        if fates is not None and (fates.num_rows or not self._made(tables.WINDOW_ASSIGNMENTS)):
             writes.append(lambda: self._insert(fates, tables.WINDOW_ASSIGNMENTS,
                                                ASSIGNMENT_KEY))
         with ThreadPoolExecutor(max_workers=max(1, len(writes))) as pool:
@@ -184,6 +185,15 @@ class PipelineSink:
                                       int(progress["max_ingest_ms"].max())]
                                      + ([ends["max"] - 1] if ends["max"] is not None else []))
         return summary
+
+    def _made(self, table: str) -> bool:
+        """Whether the pipeline's ``table`` exists. Until it does, a micro-batch writes it even
+        with no rows for it, so that it is there, empty, as a backfill leaves it: a reader of
+        a pipeline that never dropped a record finds an empty ``late_records``, not none."""
+        if table not in self._tables_made and \
+                fast_writes.table_exists(self.pipeline.table_path(table)):
+            self._tables_made.add(table)
+        return table in self._tables_made
 
     def _write_process(self, rows: pd.DataFrame, batch_id: int) -> dict:
         """A process pipeline's output rows (inserted unless there: ``(key, emission)`` is a

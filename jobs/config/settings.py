@@ -97,10 +97,10 @@ class PlatformSettings(BaseSettings):
                                           "or 'wall', the clock when ingest reads it")
     max_future_ms: Duration = Field(DAY_MS, gt=0, validation_alias="PLATFORM_MAX_FUTURE",
         description="Events more than this after their ingest time are quarantined "
-                    "(event_time_too_far_in_future)")
+                    "(reason too_far_in_future)")
     max_past_ms: Duration = Field(3_650 * DAY_MS, gt=0, validation_alias="PLATFORM_MAX_PAST",
         description="Events more than this before their ingest time are quarantined "
-                    "(event_time_too_far_in_past)")
+                    "(reason too_far_in_past)")
     max_line_bytes: int = Field(1_000_000, gt=0,
         description="Landing lines longer than this many bytes are quarantined "
                     "(line_too_long), never parsed")

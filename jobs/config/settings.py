@@ -204,6 +204,35 @@ class PlatformSettings(BaseSettings):
             raise ValueError(f"must be 'wall' or 'field:<name>', got {value!r}")
         return value
 
+    @field_validator("finality_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        """Checked here, not first at Dagster's load: the grammar Dagster's schedules accept
+        (croniter's, five fields, no 30th or 31st of February)."""
+        from croniter import croniter
+
+        fields = croniter.expand(value)[0] if croniter.is_valid(value) else []
+        if len(fields) != 5 or (fields[3] == [2] and len(fields[2]) == 1
+                                and fields[2][0] in (30, 31)):
+            raise ValueError(f"{value!r} is not a cron schedule of five fields "
+                             "(minute hour day-of-month month day-of-week, e.g. '*/15 * * * *')")
+        return value
+
+    @field_validator("enrichment_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            parts = parts._replace(netloc="")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host "
+                             "(e.g. http://127.0.0.1:8765)")
+        return value
+
     @field_validator("time_zone")
     @classmethod
     def _zone(cls, value: str) -> str:

@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("pipelines", help="list every pipeline: its stream, version, "
                                                     "tables and state")
     listing.add_argument("--json", action="store_true", help="one JSON object per pipeline")
+    checking = commands.add_parser(
+        "check", help="check pipeline descriptions as every entry point does: their format, "
+                      "the stream they read, what the runtimes can run (no files: the "
+                      "settings and both folders)")
+    checking.add_argument("files", nargs="*", help="pipeline description files (.yaml, .json)")
     ingest = commands.add_parser("ingest", help="append new landing files to the arrival logs")
     ingest.add_argument("--stream", action="append", default=[], metavar="NAME",
                         help="only this stream (repeatable; default: every stream)")
@@ -160,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "settings":
         return _settings(args.markdown)
+    if args.command == "check":
+        return _check(args.files)
     stops = StopRequests().install()
     if args.command == "kafka":
         return _kafka(args, stops)
@@ -201,6 +208,39 @@ def _locations(settings: PlatformSettings) -> dict[str, str]:
 
     return {"PLATFORM_WAREHOUSE": settings.warehouse, "PLATFORM_LANDING": settings.landing,
             "PLATFORM_HOME": settings.home, "the temporary folder": tempfile.gettempdir()}
+
+
+def _check(files: list[str]) -> int:
+    """The platform's own check of descriptions (jobs.config.registry), the one every entry
+    point runs, Dagster's included: a line per file, ``ok`` or what is wrong; status 2 if any
+    is wrong."""
+    from pathlib import Path
+
+    from jobs.config.errors import SettingsError
+    from jobs.config.registry import load_pipeline_file, load_streams
+    from jobs.config.settings import PlatformSettings
+
+    try:
+        settings = PlatformSettings.from_env()
+        if not files:
+            for pipeline in platform_of(settings).pipelines.values():
+                print(f"{pipeline.path}: ok (reads stream {pipeline.stream.name}, version "
+                      f"{pipeline.version})")
+            return 0
+        streams = load_streams(settings)
+    except SettingsError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    status = 0
+    for file in files:
+        try:
+            spec = load_pipeline_file(Path(file), streams)
+        except SettingsError as error:
+            print(f"configuration error: {error}", file=sys.stderr)
+            status = 2
+        else:
+            print(f"{file}: ok (reads stream {spec.source})")
+    return status
 
 
 def _interrupted(args: argparse.Namespace, stops: StopRequests) -> int:

@@ -881,7 +881,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(message, file=sys.stderr)
             status = 1
         else:
-            print(f"{path}: ok", file=sys.stderr)
+            print(f"{path}: ok (the description's format only; the platform also checks "
+                  "its source stream and what its runtimes can run: python -m jobs check)",
+                  file=sys.stderr)
     return status
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from jobs.config.errors import SettingsError
 from jobs.config.registry import platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.generator import add_lateness_arguments, lateness_options
@@ -95,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.source == "kafka":  # another data set than landing files': recorded as such
         options["source"] = "kafka"
     home = (args.home or Path(os.environ.get("PLATFORM_HOME", ".platform"))).absolute()
-    time_zone = PlatformSettings.from_env(check=False).time_zone
+    try:
+        time_zone = PlatformSettings.from_env(check=False).time_zone
+    except SettingsError as error:  # one line, as every entry point says a bad setting
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
     problem, generator = _check_same_demo(home, options, time_zone)
     if problem:
         print(f"demo: {problem}", file=sys.stderr)
@@ -110,19 +115,38 @@ def main(argv: list[str] | None = None) -> int:
     return _run(home, generator, None)
 
 
+def _settings_error_in(error: BaseException) -> SettingsError | None:
+    """The platform's one-line error that a failure at Dagster's load came from, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, SettingsError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _run(home: Path, generator: dict, broker) -> int:
     """The asset graph over the stream; ``broker``: the demo's Kafka broker, whose topic
     gets the events instead of landing files."""
     from dagster import AssetKey, AssetSelection, DagsterInstance, materialize
 
-    from jobs.config.errors import SettingsError
     from jobs.session import SparkStartError
     from jobs.views.reports import log_day_range
-    from platform_defs.definitions import defs
     from platform_defs.schedules import (
         ASSET_PARTITION_RANGE_END_TAG,
         ASSET_PARTITION_RANGE_START_TAG,
     )
+
+    try:
+        from platform_defs.definitions import defs
+    except Exception as error:  # Dagster's component tree wraps the platform's own error
+        said = _settings_error_in(error)
+        if said is None:
+            raise
+        print(f"configuration error: {said}", file=sys.stderr)
+        return 2
 
     started = time.monotonic()
     instance = DagsterInstance.get()

@@ -258,6 +258,10 @@ CASES = {
                               ["--metrics-interval must be more than 0"]),
     "trigger in hours": (["live", "--trigger", "2 hours"], {}, ["--trigger", "'2 hours'"]),
     "misspelt command": (["injest"], {}, ["invalid choice: 'injest'"]),
+    "finality cron Dagster refuses": (["ingest"], {"PLATFORM_FINALITY_CRON": "not a cron"},
+                                      ["PLATFORM_FINALITY_CRON", "'not a cron'"]),
+    "enrichment URL without a host": (["live"], {"PLATFORM_ENRICHMENT_URL": "http://"},
+                                      ["PLATFORM_ENRICHMENT_URL", "'http://'"]),
 }
 
 
@@ -805,3 +809,32 @@ def test_the_platform_script_and_the_demo_explain_themselves():
     assert "demo.py" not in demo.stdout
     for default in ("(default 50000)", "(default 7)", "(default 0.05)"):
         assert default in " ".join(demo.stdout.split()), default
+
+
+SCRIPT_CASES = {
+    "demo, a bad setting": (["demo"], {"PLATFORM_TIME_ZONE": "Nowhere/City"},
+                            ["PLATFORM_TIME_ZONE", "'Nowhere/City'"]),
+    "demo, a bad pipeline": (["demo"], {"PLATFORM_PIPELINES": ("dir", "bad-pipelines", {
+        "lost.yaml": "source: nosuch\nwindow: {type: tumbling, size: 1m}\n"
+                     "aggregates: [{name: n, fn: count}]\n"})}, ["lost.yaml", "'nosuch'"]),
+    "ui, a bad pipeline": (["ui"], {"PLATFORM_PIPELINES": ("dir", "bad-pipelines", {
+        "lost.yaml": "source: nosuch\nwindow: {type: tumbling, size: 1m}\n"
+                     "aggregates: [{name: n, fn: count}]\n"})}, ["lost.yaml", "'nosuch'"]),
+    "ui, a bad cron": (["ui"], {"PLATFORM_FINALITY_CRON": "not a cron"},
+                       ["PLATFORM_FINALITY_CRON", "'not a cron'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(SCRIPT_CASES))
+def test_the_scripts_commands_name_a_mistake_in_one_line_too(tmp_path, case):
+    """``./platform demo`` and ``./platform ui`` (whose Dagster load would print the
+    component tree's traceback) say a bad setting or description as ``python -m jobs`` does."""
+    args, variables, named = SCRIPT_CASES[case]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORM_")}
+    env["PLATFORM_HOME"] = str(tmp_path / "home")
+    for variable, value in variables.items():
+        env[variable] = _folder(tmp_path, *value[1:]) if isinstance(value, tuple) else value
+    result = subprocess.run([str(REPO / "platform"), *args], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=240)
+    message = _refused(result, *named)
+    assert message.startswith("configuration error: ")

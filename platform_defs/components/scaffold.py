@@ -31,11 +31,29 @@ class PipelineOptions(BaseModel):
 
     source: str = Field(default="", description="The stream it reads (default: the only one)")
     window: Literal["tumbling", "sliding", "session"] = "tumbling"
-    size: str = Field(default="1m", description="Window size (tumbling, sliding)")
-    slide: str = Field(default="", description="Slide (sliding)")
-    gap: str = Field(default="5m", description="Inactivity gap (session)")
+    size: str = Field(default="", description="Window size (tumbling, sliding; required)")
+    slide: str = Field(default="", description="Slide (sliding; required)")
+    gap: str = Field(default="", description="Inactivity gap (session; required)")
     allowed_lateness: str = Field(default="0", description="e.g. 30s")
     description: str = Field(default="", description="What the pipeline is for, in words")
+
+
+WINDOW_OPTIONS = {"tumbling": ("size",), "sliding": ("size", "slide"), "session": ("gap",)}
+"""The options each window kind takes, all of them required: nothing is guessed."""
+
+
+def check_options(options: PipelineOptions) -> None:
+    """Refuse, naming the option, one that does not belong to the window kind or one the kind
+    needs and was not given (a scaffold never drops an option or fills one in silently)."""
+    takes = WINDOW_OPTIONS[options.window]
+    for name in ("size", "slide", "gap"):
+        given = bool(getattr(options, name))
+        if given and name not in takes:
+            raise ValueError(f"--{name}: a {options.window} window has no {name} (its "
+                             f"options: {', '.join('--' + t for t in takes)})")
+        if not given and name in takes:
+            raise ValueError(f"--{name}: a {options.window} window needs it (e.g. --{name} "
+                             f"{'1m' if name != 'gap' else '5m'})")
 
 
 def pipeline_text(options: PipelineOptions, source: str) -> str:
@@ -44,7 +62,7 @@ def pipeline_text(options: PipelineOptions, source: str) -> str:
     if options.window in ("tumbling", "sliding"):
         window["size"] = options.size
     if options.window == "sliding":
-        window["slide"] = options.slide or options.size
+        window["slide"] = options.slide
     if options.window == "session":
         window["gap"] = options.gap
     description = {"source": source}
@@ -81,6 +99,7 @@ class PipelineScaffolder(dg.Scaffolder[PipelineOptions]):
         if not NAME.match(name):
             raise ValueError(f"{name!r} is not a pipeline name: a lowercase identifier (a-z, "
                              "0-9 and _, not starting with a digit)")
+        check_options(options)
         settings = load_settings()
         platform = platform_of(settings)
         source = options.source or (next(iter(platform.streams)) if len(platform.streams) == 1

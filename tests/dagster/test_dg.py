@@ -83,6 +83,11 @@ def test_dg_scaffold_defs_creates_a_pipeline_file_checked_like_every_pipeline(tm
     assert "window.slide" in refused.stdout + refused.stderr
     assert not (folder / "per_day.yaml").exists()
     assert not (REPO / "platform_defs" / "defs" / "per_day").exists()
+    guessed = subprocess.run([*scaffold, "per_visit", "--window", "session", "--size", "1h"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert guessed.returncode != 0  # a session has a gap, not a size: refused, not dropped
+    assert "--size: a session window has no size" in guessed.stdout + guessed.stderr
+    assert not (folder / "per_visit.yaml").exists()
     listed = subprocess.run([str(DG), "list", "defs", "--json"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stderr[-3000:]

@@ -246,6 +246,26 @@ def _enrich(assets: list, instance, resources: dict, platform) -> bool:
     return result.success
 
 
+def _print_days(spark, platform, prefix: str, dagster_home: str) -> None:
+    """The days the demo wrote, and the README's commands on them: its examples name fixed
+    dates, the demo's events fill the last days before today."""
+    from jobs.views.reports import log_day_range
+
+    windowed = [p for p in platform.pipelines.values() if not p.spec.is_process]
+    days = log_day_range(spark, windowed[0]) if windowed else None
+    if days is None:
+        return
+    first, last = days
+    name = windowed[0].name
+    tables = ",".join(f"{name}/{t}" for t in ("window_results", "late_records",
+                                               "late_data_metrics"))
+    print(f"\nThe demo's days are {first} .. {last}. The README's commands on them:\n"
+          f"  {prefix}.venv/bin/python -m jobs backfill --pipeline {name} --from {first} "
+          f"--to {last}\n"
+          f"  {prefix}DAGSTER_HOME={dagster_home} .venv/bin/dagster asset materialize "
+          f"-m platform_defs.definitions --select {tables} --partition {last}")
+
+
 def print_summary(spark, settings, seconds: float) -> None:
     from jobs import tables
     from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
@@ -282,6 +302,8 @@ def print_summary(spark, settings, seconds: float) -> None:
             print(f"    {name:<25} {shown:>9} rows   {paths[name]}")
     home = os.environ["PLATFORM_HOME"]
     default_home = str(Path(".platform").absolute())
+    _print_days(spark, platform, "" if home == default_home else f"PLATFORM_HOME={home} ",
+                os.environ["DAGSTER_HOME"])
     ui = "./platform ui" if home == default_home else f"PLATFORM_HOME={home} ./platform ui"
     print(f"\nDone in {seconds:.0f} s. Dagster runs are stored in "
           f"{os.environ['DAGSTER_HOME']}.\nOpen the UI with:  {ui}   (then "

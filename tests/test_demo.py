@@ -88,6 +88,12 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
         per_minute.table_path(tables.LATE_DATA_METRICS)).select("window_end_date").collect()}
     today = date.today()  # PLATFORM_TIME_ZONE is UTC here
     assert days == {str(today - timedelta(days=n)) for n in (1, 2, 3)}, days
+    # and the README's example commands, on those days
+    first, last = str(today - timedelta(days=3)), str(today - timedelta(days=1))
+    assert f"The demo's days are {first} .. {last}." in output
+    assert (f"PLATFORM_HOME={home} .venv/bin/python -m jobs backfill --pipeline per_minute "
+            f"--from {first} --to {last}") in output
+    assert f"--partition {last}" in output
 
     # the same options again: nothing new is ingested, the same tables come out
     assert demo.main(["--home", str(home), "--events", "3000", "--late-fraction", "0.1"]) == 0

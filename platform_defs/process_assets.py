@@ -21,8 +21,8 @@ from dagster import (
 from pyspark.sql import functions as F
 
 from jobs import tables
+from jobs.backfill import run_backfill
 from jobs.config.registry import Pipeline
-from jobs.process.backfill import run_process_backfill
 from jobs.process.tables import EVENT_DATE, OUTPUT_DATE
 from platform_defs.partitions import daily_partitions
 from platform_defs.pipeline_assets import partition_range
@@ -55,8 +55,10 @@ def process_assets(pipeline: Pipeline, freshness: FreshnessPolicy = OUTPUT_FRESH
         first_day, last_day = partition_range(context)
         current = platform.pipeline(name)
         session = spark.session()
-        report = run_process_backfill(session, current, first_day, last_day,
-                                      progress=context.log.info)
+        # through run_backfill, as the windowed assets: the version is recorded and, the
+        # first time, made the serving one (serving.json), before the function runs
+        report = run_backfill(session, current, first_day, last_day,
+                              progress=context.log.info)
         about_versions = translator.get_version_metadata(current)
         for table, column in ((tables.OUTPUT, OUTPUT_DATE), (tables.LATE_RECORDS, EVENT_DATE)):
             key = translator.get_asset_key(current, table)

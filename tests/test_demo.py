@@ -13,6 +13,7 @@ from jobs import tables
 from jobs.config.registry import platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.enrichment import DEAD_LETTERS, ENRICHED, RESPONSES
+from jobs.lifecycle import versions
 from platform_defs import demo
 
 pytestmark = pytest.mark.spark
@@ -88,6 +89,11 @@ def test_the_demo_runs_the_asset_graph_and_reruns_safely(suite_session, tmp_path
         per_minute.table_path(tables.LATE_DATA_METRICS)).select("window_end_date").collect()}
     today = date.today()  # PLATFORM_TIME_ZONE is UTC here
     assert days == {str(today - timedelta(days=n)) for n in (1, 2, 3)}, days
+    # every pipeline's version serves, the process functions' too (their assets used to skip
+    # the version bookkeeping: `python -m jobs pipelines` said "serving: none yet")
+    for pipeline in platform.pipelines.values():
+        serving = versions.serving(pipeline)
+        assert serving is not None and serving.version == pipeline.version, pipeline.name
     # and the README's example commands, on those days
     first, last = str(today - timedelta(days=3)), str(today - timedelta(days=1))
     assert f"The demo's days are {first} .. {last}." in output

@@ -756,8 +756,11 @@ def test_platform_ui_stops_with_all_its_children_on_sigterm(tmp_path):
         (checkout / name).symlink_to(REPO / name)
     bin_folder = checkout / ".venv" / "bin"
     bin_folder.mkdir(parents=True)
-    for name in ("python", "dagster"):
-        (bin_folder / name).symlink_to(Path(sys.executable).parent / name)
+    # this interpreter, with its environment (a symlink to it would start Python without the
+    # virtual environment's packages, which are found from the link's own folder)
+    (bin_folder / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_folder / "python").chmod(0o755)
+    (bin_folder / "dagster").symlink_to(Path(sys.executable).parent / "dagster")
     (checkout / ".venv" / ".installed").touch()  # newer than pyproject.toml: no install
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from jobs.config.errors import SettingsError
+from jobs.config.errors import SettingsError, causes
 from jobs.config.registry import platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.generator import add_lateness_arguments, lateness_options
@@ -117,14 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _settings_error_in(error: BaseException) -> SettingsError | None:
     """The platform's one-line error that a failure at Dagster's load came from, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, SettingsError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return next((e for e in causes(error) if isinstance(e, SettingsError)), None)
 
 
 def _run(home: Path, generator: dict, broker) -> int:

@@ -7,8 +7,10 @@ watermark strategy) unless it says otherwise; its pipelines are the files a test
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+from jobs import tables
 from jobs.config.registry import Pipeline, platform_of
 from jobs.config.settings import PlatformSettings
 from jobs.config.streams import Stream
@@ -60,3 +62,13 @@ def only_pipeline(settings: PlatformSettings) -> Pipeline:
 
 def events(settings: PlatformSettings) -> Stream:
     return platform_of(settings).streams["events"]
+
+
+def copy_of_log(source: PlatformSettings, home: Path,
+                pipelines: dict[str, str]) -> PlatformSettings:
+    """A fresh platform home with these pipelines, holding the very same arrival log and
+    quarantine as ``source``'s (what "the same log, computed another way" tests start from)."""
+    settings = settings_for(home, pipelines)
+    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
+        shutil.copytree(events(source).table_path(name), events(settings).table_path(name))
+    return settings

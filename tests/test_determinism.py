@@ -12,7 +12,6 @@ pipeline's rows do not depend on the other one running beside it; one test runs 
 from __future__ import annotations
 
 import random
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from jobs.streams.landing.ingestor import ingest
 from jobs.tables import BATCH_METRICS
 from tests.log_replay import late_of, metric_totals, replay, results_of
 from tests.output_tables import assert_same, output_tables
-from tests.platform_home import PER_MINUTE, SESSIONS, events, settings_for
+from tests.platform_home import PER_MINUTE, SESSIONS, copy_of_log, events, settings_for
 
 pytestmark = pytest.mark.spark
 
@@ -58,10 +57,7 @@ def source(spark, tmp_path_factory) -> PlatformSettings:
 def _copy_of(source: PlatformSettings, home: Path,
              pipelines: dict[str, str] = PIPELINES) -> PlatformSettings:
     """A fresh warehouse holding the very same arrival log and quarantine."""
-    settings = settings_for(home, pipelines)
-    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
-        shutil.copytree(events(source).table_path(name), events(settings).table_path(name))
-    return settings
+    return copy_of_log(source, home, pipelines)
 
 
 @pytest.fixture(scope="module")

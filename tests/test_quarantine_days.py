@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from jobs.streams.landing.ingestor import ingest
 from jobs.tables.days import day_of
 from tests.log_replay import metric_totals, replay
 from tests.output_tables import assert_same, output_tables
-from tests.platform_home import PER_MINUTE, SESSIONS, events, settings_for
+from tests.platform_home import PER_MINUTE, SESSIONS, copy_of_log, events, settings_for
 
 pytestmark = pytest.mark.spark
 
@@ -133,16 +132,10 @@ def grown(spark, tmp_path_factory) -> PlatformSettings:
     return settings
 
 
-def _copy_of(source: PlatformSettings, home: Path) -> PlatformSettings:
-    settings = settings_for(home, PIPELINES)
-    for name in (tables.ARRIVAL_LOG, tables.QUARANTINE):
-        shutil.copytree(events(source).table_path(name), events(settings).table_path(name))
-    return settings
-
-
 @pytest.fixture(scope="module")
 def backfilled(spark, grown, tmp_path_factory) -> dict[str, dict[str, pd.DataFrame]]:
-    settings = _copy_of(grown, tmp_path_factory.mktemp("quarantine-days") / "backfill")
+    home = tmp_path_factory.mktemp("quarantine-days") / "backfill"
+    settings = copy_of_log(grown, home, PIPELINES)
     frames = {}
     for name, pipeline in platform_of(settings).pipelines.items():
         run_backfill(spark, pipeline, **QUIET)
@@ -177,7 +170,7 @@ def test_quarantined_lines_on_days_without_windows_counted_alike_in_one_pass(
     """The whole log read in one live run, a file a micro-batch, equals the backfill; and the
     days written are those the operator library's replay assigns records to windows ending on,
     and those lines were quarantined on, no other."""
-    settings = _copy_of(grown, tmp_path / "one-pass")
+    settings = copy_of_log(grown, tmp_path / "one-pass", PIPELINES)
     run_live(spark, events(settings), max_files_per_trigger=1, **QUIET)
     log = spark.read.format("delta").load(events(settings).arrival_log).toPandas()
     quarantine_days = set(_quarantined_per_day(spark, settings))

@@ -26,7 +26,9 @@ from zoneinfo import ZoneInfo
 from pydantic import (
     BeforeValidator,
     Field,
+    HttpUrl,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -221,16 +223,13 @@ class PlatformSettings(BaseSettings):
     @field_validator("enrichment_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(value)
+        """Pydantic's own URL check; the value is kept as written (``HttpUrl`` would add a
+        trailing slash)."""
         try:
-            parts.port  # noqa: B018 - raises on a port that is not a number
-        except ValueError:
-            parts = parts._replace(netloc="")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+            TypeAdapter(HttpUrl).validate_python(value)
+        except ValidationError:
             raise ValueError(f"{value!r} is not an http:// or https:// URL with a host "
-                             "(e.g. http://127.0.0.1:8765)")
+                             "(e.g. http://127.0.0.1:8765)") from None
         return value
 
     @field_validator("time_zone")

@@ -17,8 +17,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from jobs.config.errors import causes
 
 NO_SPACE_TEXTS = ("No space left on device", "os error 28", "ENOSPC")
 """How the writers under the platform word the fault (Java, Rust, C)."""
@@ -26,21 +28,12 @@ NO_SPACE_TEXTS = ("No space left on device", "os error 28", "ENOSPC")
 
 def is_out_of_space(error: BaseException) -> bool:
     """Whether ``error``, or an error it was raised from, is a write that found no space."""
-    for each in _chain(error):
+    for each in causes(error):
         if isinstance(each, OSError) and each.errno == errno.ENOSPC:
             return True
         if any(text in str(each) for text in NO_SPACE_TEXTS):
             return True
     return False
-
-
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,8 @@ class LateDataMetrics:
             if self.on_flush is not None:
                 self.on_flush(pending)
             return pending
-        lines = self._quarantine_lines()
+        # a flush of batches that only fired timers counts no quarantined line: no read
+        lines = self._quarantine_lines() if any(s["records"] for s in pending) else None
         rows, first_after = self._batch_metrics(pending, lines)
         per_batch = time.monotonic() - started
         with_records = [s for s in pending if s["records"]]
